@@ -1,0 +1,97 @@
+/**
+ * The throttler's event stream: one discriminated union, so a consumer that
+ * `match(...).exhaustive()`es on `type` is told at compile time of a new kind.
+ *
+ * @module
+ */
+
+/** Why a request could not be sent at once. */
+export type WaitReason = "delay" | "concurrency" | "hold" | "quota" | "global" | "request-delay";
+
+/** Everything the throttler reports, in scheduler time (`at`, ms). */
+export type ThrottleEvent =
+  | { readonly type: "scope-created"; readonly at: number; readonly scope: string }
+  | {
+    readonly type: "scope-evicted";
+    readonly at: number;
+    readonly scope: string;
+    readonly reason: "idle" | "limit";
+  }
+  | {
+    readonly type: "request-delayed";
+    readonly at: number;
+    readonly scope: string | undefined;
+    readonly reason: WaitReason;
+    readonly waitMs: number;
+  }
+  | {
+    readonly type: "request-sent";
+    readonly at: number;
+    readonly scopes: readonly string[];
+    readonly attempt: number;
+  }
+  | {
+    readonly type: "request-done";
+    readonly at: number;
+    readonly scopes: readonly string[];
+    readonly attempt: number;
+    readonly latencyMs: number;
+    readonly status: number | undefined;
+    readonly error: string | undefined;
+  }
+  | {
+    readonly type: "backoff";
+    readonly at: number;
+    readonly scope: string;
+    readonly delayMs: number;
+    readonly level: number;
+    readonly concurrency: number;
+    readonly holdUntil: number | undefined;
+    readonly cause: string;
+  }
+  | {
+    readonly type: "recovery";
+    readonly at: number;
+    readonly scope: string;
+    readonly delayMs: number;
+    readonly level: number;
+  }
+  | {
+    readonly type: "hold";
+    readonly at: number;
+    readonly scope: string;
+    readonly until: number;
+    readonly source: "retry-after" | "ratelimit" | "delay-scope" | "robots";
+  }
+  | {
+    readonly type: "rampup";
+    readonly at: number;
+    readonly scope: string;
+    readonly delayMs: number;
+    readonly concurrency: number;
+    readonly why: string;
+  }
+  | {
+    readonly type: "retry";
+    readonly at: number;
+    readonly scopes: readonly string[];
+    readonly attempt: number;
+    readonly cause: string;
+  }
+  | {
+    readonly type: "robots";
+    readonly at: number;
+    readonly scope: string;
+    readonly crawlDelayMs: number | undefined;
+    readonly decision: string;
+  }
+  | {
+    readonly type: "warning";
+    readonly at: number;
+    readonly code: string;
+    readonly message: string;
+    readonly scope?: string;
+  };
+
+/** The `type` of a throttle event. */
+export type ThrottleEventType = ThrottleEvent["type"];

@@ -1,0 +1,95 @@
+/**
+ * The reference's `ThrottlingScopeManagerProtocol`, in TypeScript and in
+ * milliseconds: the pure arithmetic of one scope. Every method takes `now`
+ * (scheduler time, ms) instead of reading a clock, so a manager can be checked
+ * with tables of numbers and driven by any store.
+ *
+ * @module
+ */
+
+/** What a backoff trigger carries besides "slow down". */
+export interface BackoffSignal {
+  /**
+   * A hard hold asked for by the server (Retry-After, RateLimit-Reset) or by
+   * `delayScope`: nothing is sent for the scope until it ends.
+   */
+  readonly holdMs?: number;
+  /** Do not cap `holdMs` at the backoff max delay (`delayScope`). @default false */
+  readonly uncapped?: boolean;
+  /** Why the trigger happened, for events and logs (e.g. `"status 429"`). */
+  readonly cause?: string;
+}
+
+/** A correction to a scope's quota use, from the response. */
+export interface QuotaReconciliation {
+  /** Add this much to what the window has used (may be negative). */
+  readonly consumed?: number;
+  /** The server says this much is left: `used = quota - remaining`. Wins over `consumed`. */
+  readonly remaining?: number;
+}
+
+/** A scope's state as the stores and the live view show it. */
+export interface ScopeState {
+  readonly scope: string;
+  /** The stored delay between sends (before jitter), in ms. */
+  readonly delayMs: number;
+  /** The configured delay that recovery returns to, in ms. */
+  readonly baseDelayMs: number;
+  /** The current concurrency limit. */
+  readonly concurrency: number;
+  /** Requests in flight. */
+  readonly active: number;
+  /** Unrecovered backoff triggers (0 = not in backoff). */
+  readonly backoffLevel: number;
+  /** Scheduler time until which nothing is sent (hard hold), or 0. */
+  readonly holdUntil: number;
+  /** Scheduler time before which the next request may not go (delay + jitter), or 0. */
+  readonly nextSendAt: number;
+  /** Quota of the current window, when the scope has one. */
+  readonly quota: { readonly limit: number; readonly used: number; readonly resetsAt: number } | undefined;
+  /** Whether rampup is probing this scope. */
+  readonly rampup: boolean;
+}
+
+/**
+ * One scope's throttling arithmetic. `canSend` answers how long to wait; the
+ * `record*` methods move the state on. Implementations must not read a clock.
+ */
+export interface ThrottlingScopeManagerProtocol {
+  /**
+   * How long, in ms, before a request consuming `amount` may be sent: `0`
+   * now, a positive number to wait, `Infinity` to wait for `recordDone`
+   * (concurrency full).
+   */
+  canSend(now: number, amount?: number): number;
+  /** A request consuming `amount` was sent now. */
+  recordSent(now: number, amount?: number): void;
+  /** A request of this scope settled now. */
+  recordDone(now: number): void;
+  /** A backoff trigger was seen now. */
+  recordBackoff(now: number, signal?: BackoffSignal): void;
+  /** Correct the quota use of the current window. */
+  reconcileQuota(now: number, reconciliation: QuotaReconciliation): void;
+  /** Replace the configured delay (e.g. from robots.txt Crawl-delay). */
+  setBaseDelay(delayMs: number): void;
+  /** Replace the concurrency limit. */
+  setConcurrency(concurrency: number): void;
+  /** Whether the scope may be forgotten: nothing in flight, no hold, no backoff, idle long enough. */
+  isIdle(now: number, maxIdleMs: number): boolean;
+  /** The state to show (optional for custom managers). */
+  state?(now: number): ScopeState;
+  /**
+   * The next time at which the state changes by itself (a recovery step, a
+   * rampup step, a quota window reset), so a store can wake up and emit it.
+   */
+  nextWakeAt?(now: number): number | undefined;
+  /** Take the steps that are due at `now` (recovery, rampup); returns what happened. */
+  advance?(now: number): readonly ScopeStep[];
+}
+
+/** A change a manager made by itself as time passed or on a trigger. */
+export type ScopeStep =
+  | { readonly kind: "backoff"; readonly delayMs: number; readonly level: number; readonly concurrency: number; readonly holdUntil: number | undefined; readonly cause: string }
+  | { readonly kind: "recovery"; readonly delayMs: number; readonly level: number }
+  | { readonly kind: "rampup"; readonly delayMs: number; readonly concurrency: number; readonly why: string }
+  | { readonly kind: "hold"; readonly until: number };

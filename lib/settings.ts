@@ -1,0 +1,399 @@
+/**
+ * politely's settings: camelCase, durations in milliseconds, validated with
+ * zod the moment they are given. Scrapy's UPPER_CASE settings (in seconds) come
+ * in through `fromScrapySettings`.
+ *
+ * @module
+ */
+import { z } from "zod";
+import type { ThrottlingScopeManagerProtocol } from "./scope_manager_protocol.ts";
+import { formatSettingsError } from "./_format_settings_error.ts";
+
+/** Jitter: `0`/`false` off, `j` for `uniform(1 - j, 1 + j)`, `[lo, hi]` for `1 + uniform(lo, hi)`, `true` = 0.5. */
+export type JitterInput = boolean | number | readonly [number, number];
+
+/** Something that says whether a download error is a backoff trigger. */
+export type ErrorMatcher =
+  | string
+  | (abstract new (...args: never[]) => unknown)
+  | ((error: unknown) => boolean);
+
+/** What a custom scope manager factory is given. */
+export interface ScopeManagerContext {
+  readonly scope: string;
+  readonly config: ResolvedScopeConfig;
+  readonly random: () => number;
+}
+
+/** Makes the manager of one scope (the reference's `manager` key). */
+export type ScopeManagerFactory = (context: ScopeManagerContext) => ThrottlingScopeManagerProtocol;
+
+const nonNegative = z.number().finite().nonnegative();
+const positiveInt = z.number().int().positive();
+
+const jitterSchema = z.union([
+  z.boolean(),
+  z.number().finite().min(0).max(1),
+  z.tuple([z.number().finite().min(-1), z.number().finite()]).refine(
+    ([lo, hi]) => lo <= hi,
+    { message: "expected [low, high] with low <= high" },
+  ),
+]);
+
+const errorMatcherSchema = z.union([
+  z.string().min(1),
+  z.custom<(error: unknown) => boolean>((v) => typeof v === "function", {
+    message: "expected an error class, an error name or a predicate",
+  }),
+]);
+
+const backoffSchema = z.object({
+  /** HTTP statuses that trigger backoff. */
+  httpCodes: z.array(z.number().int().min(100).max(599)).optional(),
+  /** Download errors that trigger backoff: classes, error `name`s or predicates. */
+  exceptions: z.array(errorMatcherSchema).optional(),
+  delayFactor: z.number().finite().min(1).optional(),
+  minDelayMs: nonNegative.optional(),
+  maxDelayMs: nonNegative.optional(),
+  jitter: jitterSchema.optional(),
+  windowMs: nonNegative.optional(),
+}).strict();
+
+const backoffTargetSchema = z.union([
+  nonNegative,
+  z.tuple([nonNegative, nonNegative]).refine(([lo, hi]) => lo <= hi, {
+    message: "expected [low, high] with low <= high",
+  }),
+]);
+
+const rampupSchema = z.object({
+  backoffTarget: backoffTargetSchema.optional(),
+  delayFactor: z.number().finite().gt(0).lt(1).optional(),
+  minDelayMs: nonNegative.optional(),
+}).strict();
+
+const scopeConfigSchema = z.object({
+  concurrency: positiveInt.optional(),
+  minConcurrency: positiveInt.optional(),
+  delayMs: nonNegative.optional(),
+  jitter: jitterSchema.optional(),
+  quota: z.number().finite().positive().optional(),
+  windowMs: z.number().finite().positive().optional(),
+  rampup: z.union([z.boolean(), rampupSchema]).optional(),
+  backoff: backoffSchema.optional(),
+  manager: z.custom<ScopeManagerFactory>((v) => typeof v === "function", {
+    message: "expected a function (context) => ThrottlingScopeManagerProtocol",
+  }).optional(),
+  ignoreRobotsTxt: z.boolean().optional(),
+}).strict();
+
+const retrySchema = z.object({
+  enabled: z.boolean().optional(),
+  times: z.number().int().nonnegative().optional(),
+  httpCodes: z.array(z.number().int().min(100).max(599)).optional(),
+}).strict();
+
+const autothrottleSchema = z.object({
+  enabled: z.boolean().optional(),
+  startDelayMs: nonNegative.optional(),
+  maxDelayMs: nonNegative.optional(),
+  targetConcurrency: z.number().finite().positive().optional(),
+}).strict();
+
+/** The zod schema of {@link ThrottlerSettingsInput}. */
+export const settingsSchema = z.object({
+  concurrentRequests: positiveInt.optional(),
+  concurrentRequestsPerDomain: positiveInt.optional(),
+  concurrentRequestsPerIp: z.number().int().nonnegative().optional(),
+  scopeConcurrency: positiveInt.optional(),
+  downloadDelayMs: nonNegative.optional(),
+  jitter: jitterSchema.optional(),
+  windowMs: z.number().finite().positive().optional(),
+  scopes: z.record(z.string().min(1), scopeConfigSchema).optional(),
+  backoff: backoffSchema.optional(),
+  rampup: rampupSchema.optional(),
+  retry: retrySchema.optional(),
+  autothrottle: autothrottleSchema.optional(),
+  scopeLimit: z.number().int().nonnegative().optional(),
+  scopeMaxIdleMs: nonNegative.optional(),
+  delayedRequestsWarnThreshold: z.number().int().nonnegative().optional(),
+  robotsTxtObey: z.boolean().optional(),
+  throttlingRobotsTxtObey: z.boolean().optional(),
+  robotsTxtMaxDelayMs: nonNegative.optional(),
+  downloadTimeoutMs: z.number().finite().positive().optional(),
+  userAgent: z.string().min(1).optional(),
+  debug: z.boolean().optional(),
+}).strict();
+
+/** Per-scope configuration as a user writes it (the reference's `ThrottlingScopeConfig`). */
+export type ThrottlingScopeConfig = z.input<typeof scopeConfigSchema>;
+/** Backoff overrides as a user writes them (the reference's `BackoffConfig`). */
+export type BackoffConfig = z.input<typeof backoffSchema>;
+/** Rampup options as a user writes them. */
+export type RampupConfig = z.input<typeof rampupSchema>;
+/** Settings as a user writes them: every key optional. */
+export type ThrottlerSettingsInput = z.input<typeof settingsSchema>;
+
+/** Backoff settings with every default filled in. */
+export interface ResolvedBackoff {
+  readonly httpCodes: readonly number[];
+  readonly exceptions: readonly ErrorMatcher[];
+  readonly delayFactor: number;
+  readonly minDelayMs: number;
+  readonly maxDelayMs: number;
+  readonly jitter: readonly [number, number];
+  readonly windowMs: number;
+}
+
+/** Rampup settings with every default filled in. */
+export interface ResolvedRampup {
+  readonly backoffTarget: readonly [number, number];
+  readonly delayFactor: number;
+  readonly minDelayMs: number;
+}
+
+/** One scope's configuration with every default filled in. */
+export interface ResolvedScopeConfig {
+  readonly concurrency: number;
+  readonly minConcurrency: number;
+  readonly maxConcurrency: number;
+  readonly delayMs: number;
+  /** Jitter as `[lo, hi]`: the delay is multiplied by `1 + uniform(lo, hi)`. */
+  readonly jitter: readonly [number, number];
+  readonly quota: number | undefined;
+  readonly windowMs: number;
+  readonly rampup: ResolvedRampup | undefined;
+  readonly backoff: ResolvedBackoff;
+  readonly manager: ScopeManagerFactory | undefined;
+  readonly ignoreRobotsTxt: boolean;
+}
+
+/** Settings with every default filled in. */
+export interface ThrottlerSettings {
+  readonly concurrentRequests: number;
+  readonly concurrentRequestsPerDomain: number;
+  readonly concurrentRequestsPerIp: number;
+  readonly scopeConcurrency: number;
+  readonly downloadDelayMs: number;
+  readonly jitter: readonly [number, number];
+  readonly windowMs: number;
+  readonly scopes: Readonly<Record<string, ThrottlingScopeConfig>>;
+  readonly backoff: ResolvedBackoff;
+  readonly rampup: ResolvedRampup;
+  readonly retry: { readonly enabled: boolean; readonly times: number; readonly httpCodes: readonly number[] };
+  readonly autothrottle: {
+    readonly enabled: boolean;
+    readonly startDelayMs: number;
+    readonly maxDelayMs: number;
+    readonly targetConcurrency: number;
+  };
+  readonly scopeLimit: number;
+  readonly scopeMaxIdleMs: number;
+  readonly delayedRequestsWarnThreshold: number;
+  readonly robotsTxtObey: boolean;
+  readonly throttlingRobotsTxtObey: boolean;
+  readonly robotsTxtMaxDelayMs: number;
+  readonly downloadTimeoutMs: number;
+  readonly userAgent: string;
+  readonly debug: boolean;
+}
+
+/** Error names that trigger backoff by default (see `lib/download_errors.ts`). */
+export const DEFAULT_BACKOFF_EXCEPTIONS: readonly string[] = [
+  "DownloadFailedError",
+  "DownloadTimeoutError",
+  "ResponseDataLossError",
+];
+
+/** The defaults, from Scrapy's code (not its tutorial) and SPEC.md. */
+export const DEFAULTS: ThrottlerSettings = {
+  concurrentRequests: 16,
+  concurrentRequestsPerDomain: 8,
+  concurrentRequestsPerIp: 0,
+  scopeConcurrency: 1,
+  downloadDelayMs: 0,
+  jitter: [-0.5, 0.5],
+  windowMs: 60_000,
+  scopes: {},
+  backoff: {
+    httpCodes: [429, 502, 503, 504, 520, 521, 522, 523, 524],
+    exceptions: DEFAULT_BACKOFF_EXCEPTIONS,
+    delayFactor: 2,
+    minDelayMs: 1_000,
+    maxDelayMs: 300_000,
+    jitter: [-0.1, 0.1],
+    windowMs: 60_000,
+  },
+  rampup: { backoffTarget: [1, 1], delayFactor: 0.5, minDelayMs: 0 },
+  retry: { enabled: true, times: 2, httpCodes: [500, 502, 503, 504, 522, 524, 408, 429] },
+  autothrottle: { enabled: false, startDelayMs: 5_000, maxDelayMs: 60_000, targetConcurrency: 1 },
+  scopeLimit: 100_000,
+  scopeMaxIdleMs: 3_600_000,
+  delayedRequestsWarnThreshold: 500,
+  robotsTxtObey: false,
+  throttlingRobotsTxtObey: true,
+  robotsTxtMaxDelayMs: 60_000,
+  downloadTimeoutMs: 180_000,
+  userAgent: "politely/0.1 (+https://www.npmjs.com/package/politely)",
+  debug: false,
+};
+
+/** Jitter in any accepted form, as `[lo, hi]`. */
+export function normalizeJitter(jitter: JitterInput): readonly [number, number] {
+  if (jitter === true) return [-0.5, 0.5];
+  if (jitter === false) return [0, 0];
+  if (typeof jitter === "number") return [-jitter, jitter];
+  return [jitter[0], jitter[1]];
+}
+
+function resolveBackoff(
+  base: ResolvedBackoff,
+  input: z.output<typeof backoffSchema> | undefined,
+): ResolvedBackoff {
+  if (input === undefined) return base;
+  return {
+    httpCodes: input.httpCodes ?? base.httpCodes,
+    exceptions: (input.exceptions as ErrorMatcher[] | undefined) ?? base.exceptions,
+    delayFactor: input.delayFactor ?? base.delayFactor,
+    minDelayMs: input.minDelayMs ?? base.minDelayMs,
+    maxDelayMs: input.maxDelayMs ?? base.maxDelayMs,
+    jitter: input.jitter === undefined ? base.jitter : normalizeJitter(input.jitter),
+    windowMs: input.windowMs ?? base.windowMs,
+  };
+}
+
+function resolveRampup(
+  base: ResolvedRampup,
+  input: z.output<typeof rampupSchema> | undefined,
+): ResolvedRampup {
+  if (input === undefined) return base;
+  const target = input.backoffTarget;
+  return {
+    backoffTarget: target === undefined
+      ? base.backoffTarget
+      : typeof target === "number"
+      ? [target, target]
+      : [target[0], target[1]],
+    delayFactor: input.delayFactor ?? base.delayFactor,
+    minDelayMs: input.minDelayMs ?? base.minDelayMs,
+  };
+}
+
+/**
+ * Validate settings and fill in every default.
+ *
+ * @param input Settings as a user writes them (camelCase, ms).
+ * @param what What is being created, for the error message. @default "throttler"
+ * @returns The settings with defaults.
+ * @throws {TypeError | RangeError} naming the setting, its value and what was expected.
+ * @example Defaults
+ * ```ts
+ * import { parseSettings } from "./settings.ts";
+ * const s = parseSettings({ concurrentRequestsPerDomain: 4 });
+ * console.assert(s.concurrentRequests === 16);
+ * ```
+ */
+export function parseSettings(input: unknown = {}, what = "throttler"): ThrottlerSettings {
+  const parsed = settingsSchema.safeParse(input ?? {});
+  if (!parsed.success) throw formatSettingsError(parsed.error, input, what);
+  const s = parsed.data;
+  const d = DEFAULTS;
+  const backoff = resolveBackoff(d.backoff, s.backoff);
+  const downloadDelayMs = s.downloadDelayMs ?? d.downloadDelayMs;
+  const autothrottle = {
+    enabled: s.autothrottle?.enabled ?? d.autothrottle.enabled,
+    startDelayMs: s.autothrottle?.startDelayMs ?? d.autothrottle.startDelayMs,
+    maxDelayMs: s.autothrottle?.maxDelayMs ?? d.autothrottle.maxDelayMs,
+    targetConcurrency: s.autothrottle?.targetConcurrency ?? d.autothrottle.targetConcurrency,
+  };
+  return {
+    concurrentRequests: s.concurrentRequests ?? d.concurrentRequests,
+    concurrentRequestsPerDomain: s.concurrentRequestsPerDomain ?? d.concurrentRequestsPerDomain,
+    concurrentRequestsPerIp: s.concurrentRequestsPerIp ?? d.concurrentRequestsPerIp,
+    scopeConcurrency: s.scopeConcurrency ?? d.scopeConcurrency,
+    downloadDelayMs,
+    jitter: s.jitter === undefined ? d.jitter : normalizeJitter(s.jitter),
+    windowMs: s.windowMs ?? d.windowMs,
+    scopes: (s.scopes ?? {}) as Record<string, ThrottlingScopeConfig>,
+    backoff,
+    rampup: resolveRampup(d.rampup, s.rampup),
+    retry: {
+      enabled: s.retry?.enabled ?? d.retry.enabled,
+      times: s.retry?.times ?? d.retry.times,
+      httpCodes: s.retry?.httpCodes ?? d.retry.httpCodes,
+    },
+    autothrottle,
+    scopeLimit: s.scopeLimit ?? d.scopeLimit,
+    scopeMaxIdleMs: s.scopeMaxIdleMs ?? d.scopeMaxIdleMs,
+    delayedRequestsWarnThreshold: s.delayedRequestsWarnThreshold ??
+      d.delayedRequestsWarnThreshold,
+    robotsTxtObey: s.robotsTxtObey ?? d.robotsTxtObey,
+    throttlingRobotsTxtObey: s.throttlingRobotsTxtObey ?? d.throttlingRobotsTxtObey,
+    robotsTxtMaxDelayMs: s.robotsTxtMaxDelayMs ?? d.robotsTxtMaxDelayMs,
+    downloadTimeoutMs: s.downloadTimeoutMs ?? d.downloadTimeoutMs,
+    userAgent: s.userAgent ?? d.userAgent,
+    debug: s.debug ?? d.debug,
+  };
+}
+
+/** What kind of scope a name is: decides its default concurrency. */
+export type ScopeKind = "domain" | "ip" | "custom";
+
+const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;
+const HOSTLIKE = /^[a-z0-9-]+(\.[a-z0-9-]+)*\.?(:\d{1,5})?$/i;
+
+/**
+ * Classify a scope name: an IP literal is an IP scope, a host name (with an
+ * optional port) a domain scope, anything else (`"api"`, `"example.com/search"`)
+ * a custom scope. Decision written in docs/DECISIONS.md.
+ */
+export function scopeKind(scope: string): ScopeKind {
+  if (IPV4.test(scope) || scope.startsWith("[") || (scope.includes(":") && scope.split(":").length > 2)) {
+    return "ip";
+  }
+  return HOSTLIKE.test(scope) && (scope.includes(".") || scope.startsWith("localhost")) ? "domain" : "custom";
+}
+
+/**
+ * The configuration of one scope: its own entry, else (for `host:port`) the
+ * entry of its host name, over the global defaults for its kind.
+ *
+ * @param settings Resolved settings.
+ * @param scope The scope name.
+ * @param kind Its kind (by default from its name).
+ * @returns The scope's configuration with defaults.
+ */
+export function resolveScopeConfig(
+  settings: ThrottlerSettings,
+  scope: string,
+  kind: ScopeKind = scopeKind(scope),
+): ResolvedScopeConfig {
+  let own = settings.scopes[scope];
+  if (own === undefined && kind === "domain") {
+    const colon = scope.lastIndexOf(":");
+    if (colon > 0) own = settings.scopes[scope.slice(0, colon)];
+  }
+  const o = (own ?? {}) as z.output<typeof scopeConfigSchema>;
+  const concurrency = o.concurrency ??
+    (kind === "domain"
+      ? settings.concurrentRequestsPerDomain
+      : kind === "ip"
+      ? settings.concurrentRequestsPerIp || settings.concurrentRequestsPerDomain
+      : settings.scopeConcurrency);
+  const rampup = o.rampup === undefined || o.rampup === false
+    ? undefined
+    : resolveRampup(settings.rampup, o.rampup === true ? undefined : o.rampup);
+  return {
+    concurrency,
+    minConcurrency: Math.min(o.minConcurrency ?? 1, concurrency),
+    maxConcurrency: settings.concurrentRequests,
+    delayMs: o.delayMs ?? (kind === "domain" ? settings.downloadDelayMs : 0),
+    jitter: o.jitter === undefined ? settings.jitter : normalizeJitter(o.jitter),
+    quota: o.quota,
+    windowMs: o.windowMs ?? settings.windowMs,
+    rampup,
+    backoff: resolveBackoff(settings.backoff, o.backoff),
+    manager: o.manager,
+    ignoreRobotsTxt: o.ignoreRobotsTxt ?? false,
+  };
+}

@@ -1,0 +1,12 @@
+/**
+ * politely: throttle crawlers, scrapers and streaming ETL jobs as fast as a
+ * site or API allows and no faster. Scrapy's throttling, backoff, rampup and
+ * request scheduler, as RxJS operators and observable stores.
+ *
+ * @module
+ */
+export * from "./lib/request.ts";
+export * from "./lib/outcome.ts";
+export * from "./lib/events.ts";
+export * from "./lib/scope_manager_protocol.ts";
+export * from "./lib/settings.ts";
