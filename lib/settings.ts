@@ -93,6 +93,19 @@ const retrySchema = z.object({
   httpCodes: z.array(z.number().int().min(100).max(599)).optional(),
 }).strict();
 
+const queueSchema = z.object({
+  /** Regular requests first-in-first-out (breadth-first) instead of LIFO (depth-first). */
+  fifo: z.boolean().optional(),
+  /** Scrapy's DEPTH_PRIORITY: priority -= depth * depthPriority. */
+  depthPriority: z.number().finite().optional(),
+  /** Drop duplicate requests (by fingerprint) unless `dontFilter`. */
+  dedupe: z.boolean().optional(),
+  /** How ready requests are chosen among scopes. */
+  order: z.enum(["throttling-aware", "downloader-aware", "priority"]).optional(),
+  /** Directory that makes the crawl resumable (Scrapy's JOBDIR). */
+  jobDir: z.string().min(1).optional(),
+}).strict();
+
 const autothrottleSchema = z.object({
   enabled: z.boolean().optional(),
   startDelayMs: nonNegative.optional(),
@@ -114,6 +127,7 @@ export const settingsSchema = z.object({
   rampup: rampupSchema.optional(),
   retry: retrySchema.optional(),
   autothrottle: autothrottleSchema.optional(),
+  queue: queueSchema.optional(),
   scopeLimit: z.number().int().nonnegative().optional(),
   scopeMaxIdleMs: nonNegative.optional(),
   delayedRequestsWarnThreshold: z.number().int().nonnegative().optional(),
@@ -187,6 +201,13 @@ export interface ThrottlerSettings {
     readonly maxDelayMs: number;
     readonly targetConcurrency: number;
   };
+  readonly queue: {
+    readonly fifo: boolean;
+    readonly depthPriority: number;
+    readonly dedupe: boolean;
+    readonly order: "throttling-aware" | "downloader-aware" | "priority";
+    readonly jobDir: string | undefined;
+  };
   readonly scopeLimit: number;
   readonly scopeMaxIdleMs: number;
   readonly delayedRequestsWarnThreshold: number;
@@ -227,6 +248,7 @@ export const DEFAULTS: ThrottlerSettings = {
   rampup: { backoffTarget: [1, 1], delayFactor: 0.5, minDelayMs: 0 },
   retry: { enabled: true, times: 2, httpCodes: [500, 502, 503, 504, 522, 524, 408, 429] },
   autothrottle: { enabled: false, startDelayMs: 5_000, maxDelayMs: 60_000, targetConcurrency: 1 },
+  queue: { fifo: false, depthPriority: 0, dedupe: true, order: "throttling-aware", jobDir: undefined },
   scopeLimit: 100_000,
   scopeMaxIdleMs: 3_600_000,
   delayedRequestsWarnThreshold: 500,
@@ -323,6 +345,13 @@ export function parseSettings(input: unknown = {}, what = "throttler"): Throttle
       httpCodes: s.retry?.httpCodes ?? d.retry.httpCodes,
     },
     autothrottle,
+    queue: {
+      fifo: s.queue?.fifo ?? d.queue.fifo,
+      depthPriority: s.queue?.depthPriority ?? d.queue.depthPriority,
+      dedupe: s.queue?.dedupe ?? d.queue.dedupe,
+      order: s.queue?.order ?? d.queue.order,
+      jobDir: s.queue?.jobDir ?? d.queue.jobDir,
+    },
     scopeLimit: s.scopeLimit ?? d.scopeLimit,
     scopeMaxIdleMs: s.scopeMaxIdleMs ?? d.scopeMaxIdleMs,
     delayedRequestsWarnThreshold: s.delayedRequestsWarnThreshold ??
