@@ -10,6 +10,6 @@ export default defineConfig({
     exclude: ["test/deno/**", "**/node_modules/**"],
     environment: "node",
     reporters: ["default", "json"],
-    outputFile: { json: ".vitest-report.json" },
+    outputFile: { json: ".reports/vitest.json" },
   },
 });
