@@ -1,0 +1,203 @@
+/**
+ * A DNS cache for per-IP scopes (`CONCURRENT_REQUESTS_PER_IP`): host names
+ * resolve once per TTL, concurrent lookups of one host share one resolution,
+ * and the hot path can read a cached address synchronously with `peek`.
+ *
+ * @module
+ */
+import { asyncScheduler, type SchedulerLike } from "rxjs";
+
+/** Resolves a host name to its addresses, best first. */
+export type DnsResolver = (host: string) => Promise<readonly string[]>;
+
+/** Options of {@link createDnsCache}. */
+export interface DnsCacheOptions {
+  /**
+   * The resolver. The default is `node:dns/promises` `lookup(host, {all: true})`
+   * (the system resolver, so `/etc/hosts` applies; available under Node, Deno
+   * and Bun), imported on first use.
+   * @default the system resolver
+   */
+  readonly resolve?: DnsResolver;
+  /** How long a resolved address is used, in ms (scheduler time). @default 300_000 */
+  readonly ttlMs?: number;
+  /**
+   * How long a failed resolution is remembered, in ms, so a burst of requests
+   * to a dead host does not each start a lookup. Short, so a transient failure
+   * does not outlive the moment. `0` retries at the next lookup.
+   * @default 5_000
+   */
+  readonly failureTtlMs?: number;
+  /**
+   * At most this many hosts are cached; past it the least recently used goes.
+   * `0` means no limit.
+   * @default 100_000
+   */
+  readonly maxEntries?: number;
+  /** Source of time (only `now()` is used). @default asyncScheduler */
+  readonly scheduler?: SchedulerLike;
+}
+
+/** A host name could not be resolved: the resolver failed or found no address. */
+export class DnsLookupError extends Error {
+  override readonly name = "DnsLookupError";
+  /** The host that was looked up. */
+  readonly host: string;
+  /**
+   * @param host The host that was looked up.
+   * @param options `cause`: the resolver's error, if any.
+   */
+  constructor(host: string, options?: { cause?: unknown }) {
+    const why = options?.cause instanceof Error ? `: ${options.cause.message}` : ": no address";
+    super(`DNS lookup of '${host}' failed${why}`, options);
+    this.host = host;
+  }
+}
+
+/** A DNS cache made by {@link createDnsCache}. */
+export interface DnsCache {
+  /**
+   * The first address of a host, resolving it when it is not cached (or its
+   * entry expired). IP literals (`"10.0.0.1"`, `"::1"`, `"[::1]"`) return
+   * themselves without a lookup; names are lower-cased.
+   *
+   * @throws {DnsLookupError} (as a rejection) when resolution fails or finds nothing.
+   */
+  lookup(host: string): Promise<string>;
+  /** The cached, unexpired address of a host, or `undefined`; never starts a lookup. */
+  peek(host: string): string | undefined;
+  /** Cached hosts, including lookups in flight and remembered failures. */
+  readonly size: number;
+  /** Forget everything (lookups in flight still settle for their callers). */
+  clear(): void;
+}
+
+interface Entry {
+  readonly promise: Promise<string>;
+  /** Set once resolved. */
+  address: string | undefined;
+  /** Scheduler time after which the entry is stale; Infinity while in flight. */
+  expiresAt: number;
+}
+
+const IPV4 = /^\d{1,3}(?:\.\d{1,3}){3}$/;
+
+/** The address an IP literal stands for, or undefined for a name. */
+function ipLiteral(host: string): string | undefined {
+  if (host.startsWith("[") && host.endsWith("]")) return host.slice(1, -1);
+  // A host name never contains ":", so anything with one is IPv6.
+  if (host.includes(":") || IPV4.test(host)) return host;
+  return undefined;
+}
+
+async function systemResolve(host: string): Promise<readonly string[]> {
+  const dns = await import("node:dns/promises");
+  const found = await dns.lookup(host, { all: true });
+  return found.map((a) => a.address);
+}
+
+function checkMs(name: string, value: unknown): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
+    throw new RangeError(
+      `Cannot create DNS cache as '${name}' must be a finite number >= 0: current value is ${value}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Create a DNS cache.
+ *
+ * @param options Resolver, TTLs, size bound and scheduler.
+ * @returns The cache.
+ * @throws {RangeError} when a TTL is negative or not finite, or `maxEntries` is not an integer >= 0.
+ * @throws {TypeError} when `resolve` is given and is not a function.
+ * @example Two host names on one address
+ * ```ts
+ * import { createDnsCache } from "./dns_cache.ts";
+ * const dns = createDnsCache({ resolve: async () => ["10.0.0.7"] });
+ * const [a, b] = await Promise.all([dns.lookup("a.example"), dns.lookup("b.example")]);
+ * console.assert(a === "10.0.0.7" && b === a && dns.peek("a.example") === a);
+ * ```
+ */
+export function createDnsCache(options: DnsCacheOptions = {}): DnsCache {
+  const resolve = options.resolve ?? systemResolve;
+  if (typeof resolve !== "function") {
+    throw new TypeError(
+      `Cannot create DNS cache as 'resolve' must be a function: current value is ${
+        String(resolve)
+      }`,
+    );
+  }
+  const ttlMs = checkMs("ttlMs", options.ttlMs ?? 300_000);
+  const failureTtlMs = checkMs("failureTtlMs", options.failureTtlMs ?? 5_000);
+  const maxEntries = options.maxEntries ?? 100_000;
+  if (!Number.isInteger(maxEntries) || maxEntries < 0) {
+    throw new RangeError(
+      `Cannot create DNS cache as 'maxEntries' must be an integer >= 0: current value is ${maxEntries}`,
+    );
+  }
+  const scheduler = options.scheduler ?? asyncScheduler;
+  // A Map iterates in insertion order: re-inserting on use keeps the least
+  // recently used first, so eviction is O(1).
+  const entries = new Map<string, Entry>();
+
+  const fresh = (key: string): Entry | undefined => {
+    const entry = entries.get(key);
+    if (entry === undefined) return undefined;
+    if (scheduler.now() >= entry.expiresAt) {
+      entries.delete(key);
+      return undefined;
+    }
+    entries.delete(key);
+    entries.set(key, entry);
+    return entry;
+  };
+
+  const start = (key: string): Entry => {
+    const entry: Entry = {
+      address: undefined,
+      expiresAt: Infinity,
+      promise: Promise.resolve()
+        .then(() => resolve(key))
+        .then(
+          (addresses) => {
+            const first = addresses[0];
+            if (typeof first !== "string" || first === "") throw new DnsLookupError(key);
+            entry.address = first;
+            entry.expiresAt = scheduler.now() + ttlMs;
+            return first;
+          },
+        )
+        .catch((cause: unknown) => {
+          entry.address = undefined;
+          entry.expiresAt = scheduler.now() + failureTtlMs;
+          throw cause instanceof DnsLookupError ? cause : new DnsLookupError(key, { cause });
+        }),
+    };
+    entries.set(key, entry);
+    if (maxEntries > 0 && entries.size > maxEntries) {
+      entries.delete(entries.keys().next().value!);
+    }
+    return entry;
+  };
+
+  return {
+    lookup(host: string): Promise<string> {
+      const key = host.toLowerCase();
+      const ip = ipLiteral(key);
+      if (ip !== undefined) return Promise.resolve(ip);
+      return (fresh(key) ?? start(key)).promise;
+    },
+    peek(host: string): string | undefined {
+      const key = host.toLowerCase();
+      return ipLiteral(key) ?? fresh(key)?.address;
+    },
+    get size(): number {
+      return entries.size;
+    },
+    clear(): void {
+      entries.clear();
+    },
+  };
+}
