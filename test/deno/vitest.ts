@@ -188,7 +188,7 @@ async function runTeardowns(teardowns: Fn[]): Promise<void> {
 }
 
 async function withTimeout(promise: Promise<unknown>, ms: number, name: string): Promise<void> {
-  let timer: number | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     await Promise.race([
       promise,

@@ -28,9 +28,12 @@ describe("vitest shim", () => {
     expect(log).toEqual(["beforeAll", "beforeEach", "inner beforeEach"]);
   });
 
-  it.each([[1, 2, 3], [2, 3, 5]])("it.each() spreads row %# (%i + %i = %i)", (a, b, sum) => {
-    expect(a + b).toBe(sum);
-  });
+  it.each([[1, 2, 3], [2, 3, 5]])(
+    "it.each() spreads row %# (%i + %i = %i)",
+    (a: number, b: number, sum: number) => {
+      expect(a + b).toBe(sum);
+    },
+  );
 
   it("expect() fails a wrong assertion with vitest's message", () => {
     expect(() => expect({ a: 1 }).toEqual({ a: 2 })).toThrow(/expected \{ a: 1 \} to deeply equal/);
