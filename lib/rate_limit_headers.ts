@@ -36,9 +36,10 @@ export type HeadersLike =
  * @returns The combined value, or `undefined` when the field is absent.
  * @example Both shapes
  * ```ts
+ * import assert from "node:assert/strict";
  * import { headerValue } from "./rate_limit_headers.ts";
- * console.assert(headerValue(new Headers({ "Retry-After": "5" }), "retry-after") === "5");
- * console.assert(headerValue({ "retry-after": ["5", "7"] }, "Retry-After") === "5, 7");
+ * assert(headerValue(new Headers({ "Retry-After": "5" }), "retry-after") === "5");
+ * assert(headerValue({ "retry-after": ["5", "7"] }, "Retry-After") === "5, 7");
  * ```
  */
 export function headerValue(
@@ -184,11 +185,12 @@ function utcMs(
  * @returns Epoch milliseconds, or `undefined` when `value` is not an HTTP-date.
  * @example The three forms
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseHttpDate } from "./rate_limit_headers.ts";
  * const t = 784111777000;
- * console.assert(parseHttpDate("Sun, 06 Nov 1994 08:49:37 GMT", 0) === t);
- * console.assert(parseHttpDate("Sunday, 06-Nov-94 08:49:37 GMT", 0) === t);
- * console.assert(parseHttpDate("Sun Nov  6 08:49:37 1994", 0) === t);
+ * assert(parseHttpDate("Sun, 06 Nov 1994 08:49:37 GMT", 0) === t);
+ * assert(parseHttpDate("Sunday, 06-Nov-94 08:49:37 GMT", 0) === t);
+ * assert(parseHttpDate("Sun Nov  6 08:49:37 1994", 0) === t);
  * ```
  */
 export function parseHttpDate(value: string, nowEpochMs: number): number | undefined {
@@ -242,13 +244,14 @@ function parseOneRetryAfter(value: string, nowEpochMs: number): number | undefin
  * @returns The delay in whole milliseconds (0 means "now"), or `undefined`.
  * @example Seconds and dates
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseRetryAfter } from "./rate_limit_headers.ts";
  * const now = Date.UTC(2025, 0, 1, 12, 0, 0);
- * console.assert(parseRetryAfter("120", now) === 120_000);
- * console.assert(parseRetryAfter("0.5", now) === 500);
- * console.assert(parseRetryAfter("Wed, 01 Jan 2025 12:00:30 GMT", now) === 30_000);
- * console.assert(parseRetryAfter("Wed, 01 Jan 2025 11:00:00 GMT", now) === undefined);
- * console.assert(parseRetryAfter("soon", now) === undefined);
+ * assert(parseRetryAfter("120", now) === 120_000);
+ * assert(parseRetryAfter("0.5", now) === 500);
+ * assert(parseRetryAfter("Wed, 01 Jan 2025 12:00:30 GMT", now) === 30_000);
+ * assert(parseRetryAfter("Wed, 01 Jan 2025 11:00:00 GMT", now) === undefined);
+ * assert(parseRetryAfter("soon", now) === undefined);
  * ```
  */
 export function parseRetryAfter(
@@ -270,9 +273,10 @@ export function parseRetryAfter(
  * @returns Milliseconds, or `undefined`.
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseRateLimitReset } from "./rate_limit_headers.ts";
- * console.assert(parseRateLimitReset("30") === 30_000);
- * console.assert(parseRateLimitReset("-1") === undefined);
+ * assert(parseRateLimitReset("30") === 30_000);
+ * assert(parseRateLimitReset("-1") === undefined);
  * ```
  */
 export function parseRateLimitReset(value: string | null | undefined): number | undefined {
@@ -305,11 +309,12 @@ function parseOneXReset(value: string, nowEpochMs: number | undefined): number |
  * @returns Milliseconds, or `undefined`.
  * @example Delta and epoch forms
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseXRateLimitReset } from "./rate_limit_headers.ts";
  * const now = 1_700_000_000_000;
- * console.assert(parseXRateLimitReset("60", now) === 60_000);
- * console.assert(parseXRateLimitReset("1700000060", now) === 60_000);
- * console.assert(parseXRateLimitReset("1699999999", now) === undefined);
+ * assert(parseXRateLimitReset("60", now) === 60_000);
+ * assert(parseXRateLimitReset("1700000060", now) === 60_000);
+ * assert(parseXRateLimitReset("1699999999", now) === undefined);
  * ```
  */
 export function parseXRateLimitReset(
@@ -564,10 +569,11 @@ function sfParse<T>(value: string, body: (c: SfCursor) => T): T | undefined {
  *   when the value is not a valid List.
  * @example A RateLimit field
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseStructuredList } from "./rate_limit_headers.ts";
  * const [first] = parseStructuredList('"default";r=50;t=30') ?? [];
- * console.assert(first?.kind === "item" && first.params.get("r")?.value === 50);
- * console.assert(parseStructuredList("r=") === undefined);
+ * assert(first?.kind === "item" && first.params.get("r")?.value === 50);
+ * assert(parseStructuredList("r=") === undefined);
  * ```
  */
 export function parseStructuredList(value: string): SfMember[] | undefined {
@@ -588,10 +594,11 @@ export function parseStructuredList(value: string): SfMember[] | undefined {
  * @returns The members by key, or `undefined` when the value is not a valid Dictionary.
  * @example An older RateLimit field
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseStructuredDictionary } from "./rate_limit_headers.ts";
  * const d = parseStructuredDictionary("limit=100, remaining=0, reset=30");
  * const reset = d?.get("reset");
- * console.assert(reset?.kind === "item" && reset.value.value === 30);
+ * assert(reset?.kind === "item" && reset.value.value === 30);
  * ```
  */
 export function parseStructuredDictionary(value: string): Map<string, SfMember> | undefined {
@@ -669,9 +676,10 @@ function memberValue(member: SfMember | undefined): SfBareItem | undefined {
  * @returns One entry per policy; empty for an absent or invalid field.
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseRateLimit } from "./rate_limit_headers.ts";
  * const [e] = parseRateLimit('"default";r=0;t=30');
- * console.assert(e?.policy === "default" && e.remaining === 0 && e.resetMs === 30_000);
+ * assert(e?.policy === "default" && e.remaining === 0 && e.resetMs === 30_000);
  * ```
  */
 export function parseRateLimit(value: string | null | undefined): RateLimitEntry[] {
@@ -705,9 +713,10 @@ export function parseRateLimit(value: string | null | undefined): RateLimitEntry
  * @returns The policies; empty for an absent or invalid field.
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseRateLimitPolicy } from "./rate_limit_headers.ts";
  * const [p] = parseRateLimitPolicy('"default";q=100;w=10');
- * console.assert(p?.quota === 100 && p.windowMs === 10_000);
+ * assert(p?.quota === 100 && p.windowMs === 10_000);
  * ```
  */
 export function parseRateLimitPolicy(value: string | null | undefined): RateLimitPolicy[] {
@@ -765,10 +774,11 @@ const exhausted = (remaining: number | undefined) => remaining === undefined || 
  * @returns The delay and its source, or `undefined` when no header gives one.
  * @example Retry-After against RateLimit
  * ```ts
+ * import assert from "node:assert/strict";
  * import { serverDelayMs } from "./rate_limit_headers.ts";
  * const d = serverDelayMs({ "Retry-After": "10", RateLimit: '"default";r=0;t=30' }, 0);
- * console.assert(d?.delayMs === 30_000 && d.source === "ratelimit");
- * console.assert(serverDelayMs({ RateLimit: '"default";r=5;t=30' }, 0) === undefined);
+ * assert(d?.delayMs === 30_000 && d.source === "ratelimit");
+ * assert(serverDelayMs({ RateLimit: '"default";r=5;t=30' }, 0) === undefined);
  * ```
  */
 export function serverDelayMs(
@@ -841,12 +851,13 @@ function quota(
  * @returns The quota left, or `undefined` when no header says.
  * @example Current drafts
  * ```ts
+ * import assert from "node:assert/strict";
  * import { quotaRemaining } from "./rate_limit_headers.ts";
  * const q = quotaRemaining({
  *   RateLimit: '"default";r=50;t=30',
  *   "RateLimit-Policy": '"default";q=100;w=60',
  * });
- * console.assert(q?.remaining === 50 && q.limit === 100 && q.resetMs === 30_000);
+ * assert(q?.remaining === 50 && q.limit === 100 && q.resetMs === 30_000);
  * ```
  */
 export function quotaRemaining(
