@@ -10,3 +10,7 @@ export * from "./lib/outcome.ts";
 export * from "./lib/events.ts";
 export * from "./lib/scope_manager_protocol.ts";
 export * from "./lib/settings.ts";
+export * from "./lib/scopes.ts";
+export * from "./lib/scope_manager.ts";
+export * from "./lib/throttler.ts";
+export * from "./operators/throttle_by_scope.ts";

@@ -1,0 +1,54 @@
+/**
+ * A FIFO queue on a growable ring buffer: O(1) push, shift and peek, where
+ * `Array.prototype.shift` would be O(n) on the long waiting lists of a busy
+ * gate.
+ */
+export class Deque<T> {
+  #items: (T | undefined)[] = new Array(4);
+  #head = 0;
+  #size = 0;
+
+  get size(): number {
+    return this.#size;
+  }
+
+  push(item: T): void {
+    if (this.#size === this.#items.length) this.#grow();
+    this.#items[(this.#head + this.#size) & (this.#items.length - 1)] = item;
+    this.#size++;
+  }
+
+  peek(): T | undefined {
+    return this.#size === 0 ? undefined : this.#items[this.#head];
+  }
+
+  shift(): T | undefined {
+    if (this.#size === 0) return undefined;
+    const item = this.#items[this.#head];
+    this.#items[this.#head] = undefined;
+    this.#head = (this.#head + 1) & (this.#items.length - 1);
+    this.#size--;
+    return item;
+  }
+
+  /** Remove every item for which `drop` is true, keeping the order of the rest. */
+  filterInPlace(keep: (item: T) => boolean): void {
+    const kept: T[] = [];
+    for (let i = 0; i < this.#size; i++) {
+      const item = this.#items[(this.#head + i) & (this.#items.length - 1)] as T;
+      if (keep(item)) kept.push(item);
+    }
+    this.#items = new Array(Math.max(4, 1 << Math.ceil(Math.log2(kept.length + 1))));
+    for (let i = 0; i < kept.length; i++) this.#items[i] = kept[i];
+    this.#head = 0;
+    this.#size = kept.length;
+  }
+
+  #grow(): void {
+    const old = this.#items;
+    const next: (T | undefined)[] = new Array(old.length * 2);
+    for (let i = 0; i < this.#size; i++) next[i] = old[(this.#head + i) & (old.length - 1)];
+    this.#items = next;
+    this.#head = 0;
+  }
+}

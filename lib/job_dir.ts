@@ -1,0 +1,368 @@
+/**
+ * The request queue's job directory (Scrapy's `JOBDIR`): an append-only log
+ * of enqueued requests, completions and seen fingerprints, so that a crawl
+ * survives a clean stop and a crash (kill -9). The format and its guarantees
+ * are in docs/JOBDIR.md.
+ *
+ * Only `node:fs` synchronous calls are used, which Node, Deno and Bun all
+ * provide; appends are batched in memory and written with one `write(2)`.
+ *
+ * @module
+ */
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  renameSync,
+  statSync,
+  writeSync,
+} from "node:fs";
+import { join } from "node:path";
+
+/** The log's file name inside the job directory. */
+export const JOB_DIR_LOG = "requests.log";
+
+const FORMAT_VERSION = 1;
+
+/** A pending request as the log stores it. */
+export interface JobDirEntry {
+  /** Queue sequence number: unique within the job, increasing in enqueue order. */
+  readonly seq: number;
+  /** A start request. */
+  readonly start: boolean;
+  /** Effective priority (after DEPTH_PRIORITY). */
+  readonly priority: number;
+  /** Fingerprint, or `undefined` for a `dontFilter` request. */
+  readonly fingerprint: string | undefined;
+  /** The serialised request (any JSON value). */
+  readonly data: unknown;
+}
+
+/** A corrupt or torn record, skipped on open. */
+export interface JobDirWarning {
+  readonly code: "jobdir-corrupt-record";
+  /** The file the record is in. */
+  readonly path: string;
+  /** 1-based line number of the record. */
+  readonly line: number;
+  readonly message: string;
+}
+
+/** What a job directory held when it was opened. */
+export interface JobDirRecovery {
+  /** Requests enqueued and never completed, in enqueue order. */
+  readonly pending: JobDirEntry[];
+  /** Every fingerprint seen (pending, completed or filtered). */
+  readonly seen: Set<string>;
+  /** The next free sequence number. */
+  readonly nextSeq: number;
+  /** Records that could not be read (each names the path and line). */
+  readonly warnings: JobDirWarning[];
+}
+
+/** Options of {@link JobDir.open}. */
+export interface JobDirOptions {
+  /**
+   * When to `fsync`: `"compaction"` only when a compacted log replaces the old
+   * one and at close (a process crash loses nothing that was written; a power
+   * loss may lose the last writes); `"always"` after every write (survives a
+   * power loss, much slower).
+   * @default "compaction"
+   */
+  readonly fsync?: "compaction" | "always";
+  /** Buffered bytes (UTF-16 units) that trigger a write. @default 1_048_576 */
+  readonly flushBytes?: number;
+}
+
+/**
+ * An open job directory. Not safe for two processes at once.
+ *
+ * @example Resume a crawl
+ * ```ts
+ * const { jobDir, recovered } = JobDir.open("crawls/books");
+ * for (const entry of recovered.pending) console.log(entry.seq, entry.data);
+ * jobDir.close();
+ * ```
+ */
+export class JobDir {
+  /** The log file's path. */
+  readonly path: string;
+  readonly #dir: string;
+  readonly #fsyncAlways: boolean;
+  readonly #flushBytes: number;
+  #fd: number;
+  #buffer: string[] = [];
+  #bufferedBytes = 0;
+  #completionsSinceCompaction = 0;
+  #closed = false;
+
+  private constructor(dir: string, fd: number, options: JobDirOptions) {
+    this.#dir = dir;
+    this.path = join(dir, JOB_DIR_LOG);
+    this.#fd = fd;
+    this.#fsyncAlways = options.fsync === "always";
+    this.#flushBytes = options.flushBytes ?? 1_048_576;
+  }
+
+  /**
+   * Opens (creating when missing) a job directory and reads back its log.
+   * Corrupt or torn records are skipped and reported; the log is then
+   * rewritten without them, so new records never follow a torn line.
+   *
+   * @param dir The job directory.
+   * @param options Durability and batching.
+   * @returns The open job directory and what it held.
+   * @throws {Error} When the directory cannot be created or the log not opened (from `node:fs`).
+   */
+  static open(dir: string, options: JobDirOptions = {}): { jobDir: JobDir; recovered: JobDirRecovery } {
+    if (options.fsync !== undefined && options.fsync !== "compaction" && options.fsync !== "always") {
+      throw new RangeError(
+        `Cannot open job directory as 'fsync' must be "compaction" or "always": current value is ${
+          JSON.stringify(options.fsync)
+        }`,
+      );
+    }
+    mkdirSync(dir, { recursive: true });
+    const path = join(dir, JOB_DIR_LOG);
+    const recovered = existsSync(path) ? readLog(path) : undefined;
+    const fd = openSync(path, "a");
+    const jobDir = new JobDir(dir, fd, options);
+    if (recovered === undefined) {
+      jobDir.#append(["H", FORMAT_VERSION]);
+      jobDir.flush();
+      return { jobDir, recovered: { pending: [], seen: new Set(), nextSeq: 1, warnings: [] } };
+    }
+    if (recovered.warnings.length > 0 || !recovered.cleanEnd) {
+      jobDir.compact(recovered.pending, recovered.seen);
+    }
+    return { jobDir, recovered };
+  }
+
+  /** Records an enqueued request (buffered). */
+  enqueue(entry: JobDirEntry): void {
+    this.#append(["E", entry.seq, entry.start ? 1 : 0, entry.priority, entry.fingerprint ?? 0, entry.data]);
+  }
+
+  /**
+   * Records a completion and writes it at once (with every record buffered
+   * before it, so the requests a response led to are on file before the
+   * response counts as done).
+   *
+   * @param seq The completed request's sequence number, or `undefined` for a request never logged.
+   * @param fingerprint A fingerprint to remember although its request was never logged (unserialisable).
+   */
+  done(seq: number | undefined, fingerprint?: string): void {
+    if (seq !== undefined) this.#append(fingerprint === undefined ? ["C", seq] : ["C", seq, fingerprint]);
+    else if (fingerprint !== undefined) this.#append(["F", fingerprint]);
+    this.#completionsSinceCompaction++;
+    this.flush();
+  }
+
+  /** Completions logged since the last compaction (what a compaction would reclaim). */
+  get completionsSinceCompaction(): number {
+    return this.#completionsSinceCompaction;
+  }
+
+  /** Bytes buffered and not yet written. */
+  get bufferedBytes(): number {
+    return this.#bufferedBytes;
+  }
+
+  /** Writes the buffered records (one `write(2)`; `fsync` too when so configured). */
+  flush(): void {
+    if (this.#closed || this.#buffer.length === 0) return;
+    const text = this.#buffer.join("");
+    this.#buffer = [];
+    this.#bufferedBytes = 0;
+    writeAll(this.#fd, text);
+    if (this.#fsyncAlways) fsyncSync(this.#fd);
+  }
+
+  /**
+   * Replaces the log with one that holds only `pending` and `seen`: written
+   * to a temporary file, fsync'ed, renamed over the log, directory fsync'ed.
+   * A crash at any point leaves either the old log or the new one.
+   *
+   * @param pending Every request not yet completed (in flight included), in enqueue order.
+   * @param seen Every fingerprint to remember (those of `pending` may be included).
+   */
+  compact(pending: Iterable<JobDirEntry>, seen: Iterable<string>): void {
+    if (this.#closed) return;
+    this.flush();
+    const tmp = this.path + ".tmp";
+    const fd = openSync(tmp, "w");
+    try {
+      const chunk: string[] = [line(["H", FORMAT_VERSION])];
+      let size = 0;
+      const live = new Set<string>();
+      const put = (record: unknown[]): void => {
+        const l = line(record);
+        chunk.push(l);
+        size += l.length;
+        if (size >= 1_048_576) {
+          writeAll(fd, chunk.join(""));
+          chunk.length = 0;
+          size = 0;
+        }
+      };
+      for (const e of pending) {
+        if (e.fingerprint !== undefined) live.add(e.fingerprint);
+        put(["E", e.seq, e.start ? 1 : 0, e.priority, e.fingerprint ?? 0, e.data]);
+      }
+      for (const fp of seen) if (!live.has(fp)) put(["F", fp]);
+      writeAll(fd, chunk.join(""));
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, this.path);
+    fsyncDir(this.#dir);
+    closeSync(this.#fd);
+    this.#fd = openSync(this.path, "a");
+    this.#completionsSinceCompaction = 0;
+  }
+
+  /** Writes what is buffered, fsyncs and closes the log. */
+  close(): void {
+    if (this.#closed) return;
+    this.flush();
+    fsyncSync(this.#fd);
+    closeSync(this.#fd);
+    this.#closed = true;
+  }
+
+  #append(record: unknown[]): void {
+    const l = line(record);
+    this.#buffer.push(l);
+    this.#bufferedBytes += l.length;
+    if (this.#bufferedBytes >= this.#flushBytes) this.flush();
+  }
+}
+
+/** One record: 8 hex digits of FNV-1a over the JSON, a space, the JSON, a newline. */
+function line(record: unknown[]): string {
+  const json = JSON.stringify(record);
+  return checksum(json) + " " + json + "\n";
+}
+
+function checksum(text: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0).toString(16).padStart(8, "0");
+}
+
+function writeAll(fd: number, text: string): void {
+  const bytes = Buffer.from(text, "utf8");
+  let off = 0;
+  while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
+}
+
+function fsyncDir(dir: string): void {
+  // Makes the rename durable on Linux; some platforms cannot open a directory.
+  try {
+    const fd = openSync(dir, "r");
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    // Best effort: the rename itself is atomic either way.
+  }
+}
+
+interface ReadResult extends JobDirRecovery {
+  /** The file ended with a complete record and a newline. */
+  readonly cleanEnd: boolean;
+}
+
+function readLog(path: string): ReadResult {
+  const pending = new Map<number, JobDirEntry>();
+  const seen = new Set<string>();
+  const warnings: JobDirWarning[] = [];
+  let nextSeq = 1;
+  let lineNo = 0;
+  const bad = (message: string): void => {
+    warnings.push({
+      code: "jobdir-corrupt-record",
+      path,
+      line: lineNo,
+      message: `Skipped a corrupt record in job directory log ${path} at line ${lineNo}: ${message}`,
+    });
+  };
+  const take = (text: string): void => {
+    lineNo++;
+    if (text === "") return;
+    const space = text.indexOf(" ");
+    const json = space === 8 ? text.slice(9) : "";
+    if (space !== 8 || checksum(json) !== text.slice(0, 8)) return bad("checksum mismatch or torn write");
+    let r: unknown;
+    try {
+      r = JSON.parse(json);
+    } catch {
+      return bad("not JSON");
+    }
+    if (!Array.isArray(r)) return bad("not a record");
+    switch (r[0]) {
+      case "H":
+        if (r[1] !== FORMAT_VERSION) return bad(`unknown format version ${String(r[1])}`);
+        return;
+      case "E": {
+        const [, seq, start, priority, fp, data] = r as [string, number, number, number, string | 0, unknown];
+        if (typeof seq !== "number" || typeof priority !== "number") return bad("bad enqueue record");
+        const fingerprint = typeof fp === "string" ? fp : undefined;
+        if (fingerprint !== undefined) seen.add(fingerprint);
+        pending.set(seq, { seq, start: start === 1, priority, fingerprint, data });
+        if (seq >= nextSeq) nextSeq = seq + 1;
+        return;
+      }
+      case "C": {
+        pending.delete(r[1] as number);
+        if (typeof r[2] === "string") seen.add(r[2]);
+        return;
+      }
+      case "F":
+        if (typeof r[1] === "string") seen.add(r[1]);
+        return;
+      default:
+        return bad(`unknown record type ${JSON.stringify(r[0])}`);
+    }
+  };
+
+  const fd = openSync(path, "r");
+  let cleanEnd = true;
+  try {
+    const size = statSync(path).size;
+    const buf = Buffer.allocUnsafe(Math.min(Math.max(size, 1), 16 * 1_048_576));
+    let carry = Buffer.alloc(0);
+    let pos = 0;
+    for (;;) {
+      const n = readSync(fd, buf, 0, buf.length, pos);
+      if (n === 0) break;
+      pos += n;
+      const data = carry.length > 0 ? Buffer.concat([carry, buf.subarray(0, n)]) : buf.subarray(0, n);
+      const lastNl = data.lastIndexOf(0x0a);
+      if (lastNl < 0) {
+        carry = Buffer.from(data);
+        continue;
+      }
+      const lines = data.toString("utf8", 0, lastNl).split("\n");
+      for (const l of lines) take(l);
+      carry = Buffer.from(data.subarray(lastNl + 1));
+    }
+    if (carry.length > 0) {
+      // A last record without its newline: torn unless its checksum holds.
+      take(carry.toString("utf8"));
+      cleanEnd = false;
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return { pending: [...pending.values()], seen, nextSeq, warnings, cleanEnd };
+}

@@ -1,0 +1,114 @@
+/**
+ * Request fingerprints for the request queue's dedupe (Scrapy's
+ * `request_fingerprint`): method, canonical URL and body, hashed.
+ *
+ * @module
+ */
+import { createHash } from "node:crypto";
+import { requestUrl } from "./request.ts";
+
+/**
+ * The canonical form of a URL: scheme and host lower-cased, the scheme's
+ * default port dropped, the fragment dropped, query arguments sorted by name
+ * then value (stable, so repeated names keep their relative order when values
+ * tie). Percent-encoding is normalised the way the WHATWG URL parser does it.
+ *
+ * @param url An absolute URL.
+ * @returns The canonical URL string.
+ * @throws {TypeError} When `url` is not an absolute URL.
+ *
+ * @example Two spellings of one URL
+ * ```ts
+ * canonicalUrl("HTTP://Example.COM:80/a?b=2&a=1#top"); // "http://example.com/a?a=1&b=2"
+ * ```
+ */
+export function canonicalUrl(url: string): string {
+  return canonicalizeParsed(parseUrl(url));
+}
+
+/**
+ * The fingerprint of a request: a base64url SHA-1 of its upper-cased method
+ * (default `GET`), canonical URL and body. Two requests with the same
+ * fingerprint are duplicates for the request queue.
+ *
+ * The body of a WHATWG `Request` cannot be read synchronously and is left out;
+ * give a plain `{url, method, body}` object (or a custom fingerprint function
+ * to the queue) when POST bodies must tell requests apart.
+ *
+ * @param request A URL string, a WHATWG `Request` or a `{url, method?, body?}` object.
+ * @returns A 27-character fingerprint.
+ * @throws {TypeError} When the request has no URL or its URL is not absolute.
+ *
+ * @example Fragments do not count
+ * ```ts
+ * requestFingerprint("https://a.example/x#1") === requestFingerprint("https://a.example/x#2"); // true
+ * ```
+ */
+export function requestFingerprint(request: unknown): string {
+  const url = requestUrl(request);
+  if (url === undefined) {
+    throw new TypeError(`Cannot fingerprint request as it has no 'url': current value is ${String(request)}`);
+  }
+  return fingerprintParsed(parseUrl(url), requestMethod(request), requestBody(request));
+}
+
+/** The upper-cased method of a request-like value, default `GET`. */
+export function requestMethod(request: unknown): string {
+  if (typeof request === "object" && request !== null) {
+    const m = (request as { method?: unknown }).method;
+    if (typeof m === "string" && m !== "") return m.toUpperCase();
+  }
+  return "GET";
+}
+
+/** The string body of a plain request object, else `""`. */
+function requestBody(request: unknown): string {
+  if (typeof request === "object" && request !== null && !(request instanceof Request)) {
+    const b = (request as { body?: unknown }).body;
+    if (typeof b === "string") return b;
+  }
+  return "";
+}
+
+/** Parses an absolute URL, with an error that names the value. @internal */
+export function parseUrl(url: string): URL {
+  // URL.parse would avoid the throw, but Node 20.0-20.17 lacks it.
+  try {
+    return new URL(url);
+  } catch (cause) {
+    throw new TypeError(`Cannot parse request 'url' as an absolute URL: current value is ${JSON.stringify(url)}`, {
+      cause,
+    });
+  }
+}
+
+/** The canonical URL of a parsed URL (see {@link canonicalUrl}). @internal */
+export function canonicalizeParsed(u: URL): string {
+  // The WHATWG parser already lower-cases scheme and host and drops default ports.
+  const base = u.origin === "null" ? `${u.protocol}${u.host ? "//" + u.host : ""}` : u.origin;
+  let query = "";
+  if (u.search.length > 1) {
+    const pairs = u.search.slice(1).split("&").filter((p) => p !== "");
+    if (pairs.length > 1) {
+      pairs.sort((a, b) => {
+        const ia = a.indexOf("="), ib = b.indexOf("=");
+        const ka = ia < 0 ? a : a.slice(0, ia), kb = ib < 0 ? b : b.slice(0, ib);
+        if (ka !== kb) return ka < kb ? -1 : 1;
+        return a < b ? -1 : a > b ? 1 : 0;
+      });
+    }
+    if (pairs.length > 0) query = "?" + pairs.join("&");
+  }
+  return base + u.pathname + query;
+}
+
+/** The fingerprint of a parsed URL, method and body. @internal */
+export function fingerprintParsed(u: URL, method: string, body: string): string {
+  const h = createHash("sha1");
+  h.update(method);
+  h.update("\n");
+  h.update(canonicalizeParsed(u));
+  h.update("\n");
+  h.update(body);
+  return h.digest("base64url");
+}

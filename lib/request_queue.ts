@@ -1,0 +1,1065 @@
+/**
+ * The request queue (the reference's scheduler, named so because in RxJS a
+ * "scheduler" is a clock): requests go in with `enqueue` (start requests, and
+ * requests discovered from responses), and come out of `requests$` only when
+ * the throttler can take them, in the reference's order, without duplicates,
+ * optionally persisted in a job directory so a crawl can be paused, resumed
+ * and survive a crash.
+ *
+ * @module
+ */
+import {
+  asyncScheduler,
+  concat,
+  defer,
+  isObservable,
+  NEVER,
+  type Observable,
+  Observable as RxObservable,
+  of,
+  ReplaySubject,
+  type SchedulerLike,
+  Subject,
+  type Subscriber,
+  type Subscription,
+} from "rxjs";
+import type { ThrottleEvent } from "./events.ts";
+import { BinaryHeap } from "./_binary_heap.ts";
+import { PriorityBuckets } from "./_priority_buckets.ts";
+import { JobDir, type JobDirEntry } from "./job_dir.ts";
+import { requestMeta, requestPriority, requestUrl, type ScopesInput } from "./request.ts";
+import { fingerprintParsed, parseUrl, requestMethod } from "./request_fingerprint.ts";
+
+/**
+ * What the request queue needs to know of the throttler. The throttler
+ * implements it; the queue only reads it, and is told of changes by
+ * `changes$`.
+ */
+export interface QueueThrottleView {
+  /**
+   * Ms until a request with these scopes (and quota amounts) could be sent:
+   * 0 now, `Infinity` until something changes (a completion).
+   */
+  waitMs(scopes: readonly string[], amounts: readonly (number | undefined)[] | undefined): number;
+  /** Requests in flight across these scopes (least-loaded first on ties). */
+  load(scopes: readonly string[]): number;
+  /** Share (0..1) of the scopes' remaining quota this request would use; 0 without quota. */
+  quotaShare(scopes: readonly string[], amounts: readonly (number | undefined)[] | undefined): number;
+  /** How many more requests the gate can take right now (global cap minus in flight and held). */
+  freeSlots(): number;
+  /**
+   * Emits whenever any of the above may have changed (a send, a completion, a
+   * timer). An emitted array of strings names the scopes that changed (cheap:
+   * only scope sets with those scopes are looked at again); any other value
+   * means "anything may have changed".
+   */
+  readonly changes$: Observable<unknown>;
+}
+
+/** A request's scopes and, per scope, the quota amount it consumes. */
+export interface RequestScopes {
+  readonly scopes: readonly string[];
+  readonly amounts?: readonly (number | undefined)[];
+}
+
+/** How ready requests are chosen among scope sets. */
+export type RequestQueueOrder = "throttling-aware" | "downloader-aware" | "priority";
+
+/** A warning from the queue, shaped as a throttle event. */
+export type QueueWarning = Extract<ThrottleEvent, { type: "warning" }>;
+
+/** Options of {@link RequestQueue}. */
+export interface RequestQueueOptions<R> {
+  /**
+   * The throttler's view of scopes. Without one, every request can be sent at
+   * once (useful for ordering, or in front of a gate that holds requests itself).
+   * @default a view with no limits
+   */
+  readonly view?: QueueThrottleView;
+  /** A request's scopes. @default {@link defaultScopesOf} */
+  readonly scopesOf?: (request: R) => RequestScopes;
+  /**
+   * `"throttling-aware"`: among scope sets the view lets through, higher priority
+   * first, then least loaded, then larger quota share. `"downloader-aware"`:
+   * fewest active downloads first, round-robin on ties, ignoring delays (the
+   * gate holds). `"priority"`: one queue in priority order, scopes ignored.
+   * @default "throttling-aware"
+   */
+  readonly order?: RequestQueueOrder;
+  /** Regular requests FIFO (breadth-first) instead of LIFO (depth-first). @default false */
+  readonly fifo?: boolean;
+  /** Scrapy's DEPTH_PRIORITY: effective priority = priority - depth * depthPriority. @default 0 */
+  readonly depthPriority?: number;
+  /** A request's depth. @default `meta.depth` when a number, else 0 */
+  readonly depthOf?: (request: R) => number;
+  /** Drop requests whose fingerprint was seen, unless `meta.dontFilter`. @default true */
+  readonly dedupe?: boolean;
+  /** A request's fingerprint. @default method + canonical URL + body (see `requestFingerprint`) */
+  readonly fingerprint?: (request: R) => string;
+  /**
+   * Start requests, enqueued (in this order) when `requests$` is subscribed.
+   * `requests$` cannot complete before they are all in (an Observable completes).
+   * @default none
+   */
+  readonly start?: Iterable<R> | Observable<R>;
+  /** A job directory that makes the crawl resumable (Scrapy's JOBDIR). @default none */
+  readonly jobDir?: string;
+  /** When the job directory fsyncs (see docs/JOBDIR.md). @default "compaction" */
+  readonly jobDirFsync?: "compaction" | "always";
+  /** Longest time an enqueue record waits in memory before it is written. @default 1000 */
+  readonly flushIntervalMs?: number;
+  /**
+   * Turns a request into JSON for the job directory; `undefined` means it
+   * cannot be, and it stays in memory (counted as unserializable).
+   * @default strings, JSON-safe plain objects, body-less WHATWG Requests
+   */
+  readonly serialize?: (request: R) => unknown;
+  /** The inverse of `serialize`. @default the inverse of the default serializer */
+  readonly deserialize?: (data: unknown) => R;
+  /** Warn once when more requests than this are held back. @default 500 */
+  readonly delayedRequestsWarnThreshold?: number;
+  /** The clock. @default asyncScheduler */
+  readonly scheduler?: SchedulerLike;
+}
+
+/**
+ * The queue's counters, named after the reference's stats:
+ * `scheduler/enqueued{,/memory,/disk}`, `scheduler/dequeued{,/memory,/disk}`,
+ * `dupefilter/filtered`, `scheduler/unserializable`.
+ */
+export interface RequestQueueStats {
+  readonly enqueued: number;
+  readonly enqueuedMemory: number;
+  readonly enqueuedDisk: number;
+  readonly dequeued: number;
+  readonly dequeuedMemory: number;
+  readonly dequeuedDisk: number;
+  /** Duplicates dropped. */
+  readonly filtered: number;
+  /** Requests refused at enqueue (no URL, malformed URL, bad scopes). */
+  readonly rejected: number;
+  /** Requests that could not be written to the job directory (kept in memory). */
+  readonly unserializable: number;
+  /** Requests read back from the job directory. */
+  readonly resumed: number;
+  /** `markDone` calls. */
+  readonly completed: number;
+  /** Requests waiting in the queue (held back included). */
+  readonly pending: number;
+  /** Requests emitted and not yet marked done. */
+  readonly inFlight: number;
+  /** Requests waiting aside for their `throttlingDelayMs`. */
+  readonly delayed: number;
+  /** Requests in scope sets the view currently blocks. */
+  readonly blocked: number;
+}
+
+/** A request refused at enqueue; `field` names what was wrong. */
+export class InvalidRequestError extends TypeError {
+  /** The field that was wrong: `"url"`, `"scopes"` or `"fingerprint"`. */
+  readonly field: string;
+  /** The request. */
+  readonly request: unknown;
+
+  constructor(field: string, request: unknown, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "InvalidRequestError";
+    this.field = field;
+    this.request = request;
+  }
+}
+
+/**
+ * A request's default scopes: `meta.throttlingScopes` (string, iterable or
+ * `{scope: amount}`) when set, else the URL's host (lower-cased, port kept
+ * when not the default).
+ *
+ * @param request A request-like value.
+ * @returns Its scopes and quota amounts.
+ * @throws {InvalidRequestError} When it has no scopes and no usable URL.
+ */
+export function defaultScopesOf(request: unknown): RequestScopes {
+  return scopesFromMeta(request) ?? { scopes: [hostOf(request, parseRequestUrl(request))] };
+}
+
+const READY = 1, BLOCKED = 2, GONE = 0;
+
+interface ScopeSet<R> {
+  readonly key: string;
+  readonly scopes: readonly string[];
+  readonly buckets: PriorityBuckets<Item<R>>;
+  heapIndex: number;
+  state: number;
+  version: number;
+  // Cached heap key, refreshed when the head or the load changes.
+  headPriority: number;
+  headStart: boolean;
+  headSeq: number;
+  load: number;
+  share: number;
+  served: number;
+}
+
+interface Item<R> {
+  readonly r: R;
+  readonly seq: number;
+  readonly priority: number;
+  readonly start: boolean;
+  readonly fp: string | undefined;
+  readonly amounts: readonly (number | undefined)[] | undefined;
+  readonly set: ScopeSet<R>;
+  readonly persisted: boolean;
+  readonly releaseAt: number;
+}
+
+interface Wake<R> {
+  readonly at: number;
+  readonly set: ScopeSet<R>;
+  readonly version: number;
+}
+
+const UNLIMITED_VIEW: QueueThrottleView = {
+  waitMs: () => 0,
+  load: () => 0,
+  quotaShare: () => 0,
+  freeSlots: () => Infinity,
+  changes$: NEVER,
+};
+
+const ORDERS: readonly string[] = ["throttling-aware", "downloader-aware", "priority"];
+
+/**
+ * A request queue: priorities, dedupe, no head-of-line blocking, and an
+ * optional crash-safe job directory.
+ *
+ * Feedback loop: enqueue the requests a response leads to **before** calling
+ * `markDone` for that response, so the crawl does not end (and the job
+ * directory does not record the response as done) before they are in.
+ *
+ * @example Crawl through the queue
+ * ```ts
+ * const queue = new RequestQueue<string>({ start: ["https://a.example/"] });
+ * queue.requests$.pipe(mergeMap(async (url) => {
+ *   const links = await fetchLinks(url);
+ *   for (const l of links) queue.enqueue(l);
+ *   queue.markDone(url);
+ * })).subscribe();
+ * ```
+ */
+export class RequestQueue<R> {
+  /**
+   * The requests, in order, as the view can take them. Completes when the
+   * queue is empty, nothing is in flight and the start requests are all in.
+   * One subscriber at a time; unsubscribing pauses (call `close()` to stop cleanly).
+   */
+  readonly requests$: Observable<R>;
+  /** The stats now and at every change (first value at subscription). */
+  readonly stats$: Observable<RequestQueueStats>;
+  /** Warnings (job directory recovery, too many requests held back); replayed to late subscribers. */
+  readonly warnings$: Observable<QueueWarning>;
+
+  readonly #view: QueueThrottleView;
+  readonly #scopesOf: ((request: R) => RequestScopes) | undefined;
+  readonly #order: RequestQueueOrder;
+  readonly #fifo: boolean;
+  readonly #depthPriority: number;
+  readonly #depthOf: ((request: R) => number) | undefined;
+  readonly #dedupe: boolean;
+  readonly #fingerprint: ((request: R) => string) | undefined;
+  readonly #serialize: (request: R) => unknown;
+  readonly #deserialize: (data: unknown) => R;
+  readonly #threshold: number;
+  readonly #scheduler: SchedulerLike;
+  readonly #flushIntervalMs: number;
+  readonly #start: Iterable<R> | Observable<R> | undefined;
+
+  readonly #sets = new Map<string, ScopeSet<R>>();
+  readonly #byScope = new Map<string, Set<ScopeSet<R>>>();
+  readonly #ready: BinaryHeap<ScopeSet<R>>;
+  readonly #blocked = new Set<ScopeSet<R>>();
+  readonly #wakes = new BinaryHeap<Wake<R>>((a, b) => a.at < b.at);
+  readonly #aside = new BinaryHeap<Item<R>>((a, b) => a.releaseAt < b.releaseAt || (a.releaseAt === b.releaseAt && a.seq < b.seq));
+  readonly #inFlight = new Map<R, Item<R>[]>();
+  #seen = new Set<string>();
+  #nextSeq = 1;
+  #served = 0;
+  #blockedCount = 0;
+  #jobDir: JobDir | undefined;
+
+  #subscriber: Subscriber<R> | undefined;
+  #startDone = true;
+  #draining = false;
+  #again = false;
+  #timer: Subscription | undefined;
+  #timerAt = Infinity;
+  #flushTimer: Subscription | undefined;
+  #warnedHeldBack = false;
+  readonly #stats$ = new Subject<RequestQueueStats>();
+  readonly #warnings$ = new ReplaySubject<QueueWarning>(100);
+
+  #enqueued = 0;
+  #enqueuedMemory = 0;
+  #enqueuedDisk = 0;
+  #dequeued = 0;
+  #dequeuedMemory = 0;
+  #dequeuedDisk = 0;
+  #filtered = 0;
+  #rejected = 0;
+  #unserializable = 0;
+  #resumed = 0;
+  #completed = 0;
+  #pending = 0;
+  #inFlightCount = 0;
+
+  /**
+   * @param options Order, dedupe, job directory, view of the throttler.
+   * @throws {RangeError} When an option is out of range (the message names it).
+   * @throws {Error} When the job directory cannot be opened (from `node:fs`).
+   */
+  constructor(options: RequestQueueOptions<R> = {}) {
+    const order = options.order ?? "throttling-aware";
+    if (!ORDERS.includes(order)) {
+      throw new RangeError(
+        `Cannot create request queue as 'order' must be one of ${ORDERS.join(", ")}: current value is ${
+          JSON.stringify(order)
+        }`,
+      );
+    }
+    const depthPriority = options.depthPriority ?? 0;
+    if (!Number.isFinite(depthPriority)) {
+      throw new RangeError(
+        `Cannot create request queue as 'depthPriority' must be a finite number: current value is ${depthPriority}`,
+      );
+    }
+    const threshold = options.delayedRequestsWarnThreshold ?? 500;
+    if (!(threshold >= 0)) {
+      throw new RangeError(
+        `Cannot create request queue as 'delayedRequestsWarnThreshold' must be >= 0: current value is ${threshold}`,
+      );
+    }
+    const flushIntervalMs = options.flushIntervalMs ?? 1000;
+    if (!(flushIntervalMs >= 0)) {
+      throw new RangeError(
+        `Cannot create request queue as 'flushIntervalMs' must be >= 0: current value is ${flushIntervalMs}`,
+      );
+    }
+    this.#view = options.view ?? UNLIMITED_VIEW;
+    this.#scopesOf = options.scopesOf;
+    this.#order = order;
+    this.#fifo = options.fifo ?? false;
+    this.#depthPriority = depthPriority;
+    this.#depthOf = options.depthOf;
+    this.#dedupe = options.dedupe ?? true;
+    this.#fingerprint = options.fingerprint;
+    this.#serialize = options.serialize ?? defaultSerialize;
+    this.#deserialize = options.deserialize ?? (defaultDeserialize as (data: unknown) => R);
+    this.#threshold = threshold;
+    this.#scheduler = options.scheduler ?? asyncScheduler;
+    this.#flushIntervalMs = flushIntervalMs;
+    this.#start = options.start;
+    this.#ready = new BinaryHeap<ScopeSet<R>>(this.#lessFor(order), (s, i) => {
+      s.heapIndex = i;
+    });
+
+    this.requests$ = new RxObservable<R>((subscriber) => this.#subscribe(subscriber));
+    this.stats$ = defer(() => concat(of(this.stats()), this.#stats$));
+    this.warnings$ = this.#warnings$.asObservable();
+
+    if (options.jobDir !== undefined) {
+      const { jobDir, recovered } = JobDir.open(
+        options.jobDir,
+        options.jobDirFsync === undefined ? {} : { fsync: options.jobDirFsync },
+      );
+      this.#jobDir = jobDir;
+      for (const w of recovered.warnings.slice(0, 20)) this.#warn("jobdir-corrupt-record", w.message);
+      if (recovered.warnings.length > 20) {
+        this.#warn(
+          "jobdir-corrupt-record",
+          `Skipped ${recovered.warnings.length - 20} more corrupt records in job directory log ${jobDir.path}`,
+        );
+      }
+      this.#seen = recovered.seen;
+      this.#nextSeq = recovered.nextSeq;
+      this.#resume(recovered.pending);
+    }
+  }
+
+  /** Requests waiting (not yet emitted). */
+  get size(): number {
+    return this.#pending;
+  }
+
+  /** Requests emitted and not yet marked done. */
+  get inFlight(): number {
+    return this.#inFlightCount;
+  }
+
+  /**
+   * Adds a request, unless it is a duplicate.
+   *
+   * @param request The request.
+   * @param options `start: true` for a start request (FIFO, after regular requests of equal priority).
+   * @returns `true` when stored, `false` when filtered as a duplicate.
+   * @throws {InvalidRequestError} When the request has no URL, a malformed one, or bad scopes (counted as rejected).
+   */
+  enqueue(request: R, options?: { readonly start?: boolean }): boolean {
+    const start = options?.start === true;
+    let parsed: URL | undefined;
+    const url = (): URL => (parsed ??= parseRequestUrl(request));
+    let scopes: readonly string[] = [];
+    let amounts: readonly (number | undefined)[] | undefined;
+    let fp: string | undefined;
+    const meta = requestMeta(request);
+    try {
+      // The default functions need a valid URL; custom ones may do without.
+      if (!this.#fingerprint || (this.#order !== "priority" && !this.#scopesOf)) url();
+      if (this.#order !== "priority") {
+        let rs: RequestScopes;
+        try {
+          rs = this.#scopesOf ? this.#scopesOf(request) : scopesFromMeta(request) ?? { scopes: [hostOf(request, url())] };
+        } catch (e) {
+          if (e instanceof InvalidRequestError) throw e;
+          throw new InvalidRequestError("scopes", request, `Cannot enqueue request as its scopes failed: ${String(e)}`, {
+            cause: e,
+          });
+        }
+        scopes = rs.scopes;
+        amounts = rs.amounts;
+        if (scopes.length === 0) {
+          throw new InvalidRequestError("scopes", request, "Cannot enqueue request as it has no scopes: current value is []");
+        }
+      }
+      if (this.#dedupe && meta?.dontFilter !== true) {
+        if (this.#fingerprint) {
+          try {
+            fp = this.#fingerprint(request);
+          } catch (e) {
+            throw new InvalidRequestError(
+              "fingerprint",
+              request,
+              `Cannot enqueue request as its fingerprint failed: ${String(e)}`,
+              { cause: e },
+            );
+          }
+        } else {
+          fp = fingerprintParsed(url(), requestMethod(request), requestBodyOf(request));
+        }
+      }
+    } catch (e) {
+      this.#rejected++;
+      this.#emitStats();
+      throw e;
+    }
+    if (fp !== undefined) {
+      if (this.#seen.has(fp)) {
+        this.#filtered++;
+        this.#emitStats();
+        return false;
+      }
+      this.#seen.add(fp);
+    }
+    const depth = this.#depthOf ? this.#depthOf(request) : metaDepth(meta);
+    const priority = requestPriority(request) - depth * this.#depthPriority;
+    const seq = this.#nextSeq++;
+    let persisted = false;
+    if (this.#jobDir !== undefined) {
+      const data = this.#serializeSafe(request);
+      if (data === undefined) {
+        this.#unserializable++;
+        this.#enqueuedMemory++;
+      } else {
+        this.#jobDir.enqueue({ seq, start, priority, fingerprint: fp, data });
+        persisted = true;
+        this.#enqueuedDisk++;
+        this.#scheduleFlush();
+      }
+    } else {
+      this.#enqueuedMemory++;
+    }
+    this.#enqueued++;
+    this.#place(request, seq, priority, start, fp, scopes, amounts, persisted, meta);
+    this.#drain();
+    return true;
+  }
+
+  /**
+   * Says that a request emitted by `requests$` is finished (its response was
+   * handled, or it failed for good). With a job directory the completion is
+   * written before this returns, with every request enqueued before it.
+   *
+   * @param request The request as emitted (same value; for strings, equal).
+   * @throws {RangeError} When the request is not in flight.
+   */
+  markDone(request: R): void {
+    const list = this.#inFlight.get(request);
+    const item = list?.shift();
+    if (list === undefined || item === undefined) {
+      throw new RangeError(`Cannot mark request done as it is not in flight: current value is ${describe(request)}`);
+    }
+    if (list.length === 0) this.#inFlight.delete(request);
+    this.#inFlightCount--;
+    this.#completed++;
+    const jd = this.#jobDir;
+    if (jd !== undefined) {
+      if (item.persisted) jd.done(item.seq);
+      else jd.done(undefined, item.fp);
+      if (jd.completionsSinceCompaction > Math.max(100_000, this.#pending + this.#inFlightCount)) this.#compact();
+    }
+    const set = item.set;
+    if (set.state === READY && set.heapIndex >= 0) this.#refresh(set);
+    this.#drain();
+  }
+
+  /** A snapshot of the stats. */
+  stats(): RequestQueueStats {
+    return {
+      enqueued: this.#enqueued,
+      enqueuedMemory: this.#enqueuedMemory,
+      enqueuedDisk: this.#enqueuedDisk,
+      dequeued: this.#dequeued,
+      dequeuedMemory: this.#dequeuedMemory,
+      dequeuedDisk: this.#dequeuedDisk,
+      filtered: this.#filtered,
+      rejected: this.#rejected,
+      unserializable: this.#unserializable,
+      resumed: this.#resumed,
+      completed: this.#completed,
+      pending: this.#pending,
+      inFlight: this.#inFlightCount,
+      delayed: this.#aside.size,
+      blocked: this.#blockedCount,
+    };
+  }
+
+  /** Writes buffered job directory records now. */
+  flush(): void {
+    this.#jobDir?.flush();
+  }
+
+  /**
+   * Clean stop: writes a compacted job directory (pending and in-flight
+   * requests, seen fingerprints) and closes it. The queue must not be used
+   * afterwards; a new queue on the same directory resumes.
+   */
+  close(): void {
+    this.#flushTimer?.unsubscribe();
+    this.#flushTimer = undefined;
+    if (this.#jobDir !== undefined) {
+      this.#compact();
+      this.#jobDir.close();
+      this.#jobDir = undefined;
+    }
+  }
+
+  // ---- subscription -------------------------------------------------------
+
+  #subscribe(subscriber: Subscriber<R>): () => void {
+    if (this.#subscriber !== undefined) {
+      subscriber.error(new Error("Cannot subscribe to requests$ twice at once: unsubscribe the first subscriber"));
+      return () => {};
+    }
+    this.#subscriber = subscriber;
+    const changes = this.#view.changes$.subscribe((v) => this.#onChange(v));
+    let startSub: Subscription | undefined;
+    const start = this.#start;
+    if (start !== undefined && this.#startDone) {
+      if (isObservable(start)) {
+        this.#startDone = false;
+        startSub = start.subscribe({
+          next: (r) => this.#enqueueStart(r),
+          error: (e: unknown) => subscriber.error(e),
+          complete: () => {
+            this.#startDone = true;
+            this.#drain();
+          },
+        });
+      } else {
+        for (const r of start) this.#enqueueStart(r);
+      }
+    }
+    this.#drain();
+    return () => {
+      this.#subscriber = undefined;
+      changes.unsubscribe();
+      startSub?.unsubscribe();
+      this.#timer?.unsubscribe();
+      this.#timer = undefined;
+      this.#timerAt = Infinity;
+      this.#jobDir?.flush();
+    };
+  }
+
+  #enqueueStart(r: R): void {
+    try {
+      this.enqueue(r, { start: true });
+    } catch (e) {
+      if (!(e instanceof InvalidRequestError)) throw e;
+      this.#warn("request-rejected", e.message);
+    }
+  }
+
+  #onChange(value: unknown): void {
+    if (Array.isArray(value) && value.every((s) => typeof s === "string")) {
+      for (const scope of value as string[]) {
+        const sets = this.#byScope.get(scope);
+        if (sets === undefined) continue;
+        for (const set of sets) {
+          if (set.state === BLOCKED) this.#unblock(set);
+          else if (set.state === READY) this.#refresh(set);
+        }
+      }
+    } else {
+      for (const set of [...this.#blocked]) this.#unblock(set);
+    }
+    this.#drain();
+  }
+
+  // ---- the dispatch loop --------------------------------------------------
+
+  #drain(): void {
+    if (this.#subscriber === undefined) {
+      this.#emitStats();
+      return;
+    }
+    if (this.#draining) {
+      // Emitting can synchronously enqueue, complete or change the view: the
+      // running loop goes round again instead of nesting.
+      this.#again = true;
+      return;
+    }
+    this.#draining = true;
+    try {
+      do {
+        this.#again = false;
+        this.#releaseDue();
+        this.#emitReady();
+      } while (this.#again && this.#subscriber !== undefined);
+    } finally {
+      this.#draining = false;
+    }
+    this.#scheduleTimer();
+    this.#emitStats();
+    this.#maybeComplete();
+  }
+
+  #emitReady(): void {
+    const view = this.#view;
+    const ready = this.#ready;
+    const checkWait = this.#order === "throttling-aware";
+    for (;;) {
+      const subscriber = this.#subscriber;
+      if (subscriber === undefined || subscriber.closed) return;
+      const set = ready.peek();
+      if (set === undefined || !(view.freeSlots() > 0)) return;
+      if (checkWait) {
+        const head = set.buckets.peek() as Item<R>;
+        const w = view.waitMs(set.scopes, head.amounts);
+        if (w > 0 || Number.isNaN(w)) {
+          this.#block(set, w);
+          continue;
+        }
+      }
+      const item = set.buckets.pop() as Item<R>;
+      set.served = ++this.#served;
+      if (set.buckets.size === 0) {
+        ready.remove(set.heapIndex);
+        this.#dropSet(set);
+      } else {
+        this.#refresh(set);
+      }
+      this.#pending--;
+      this.#inFlightCount++;
+      this.#dequeued++;
+      if (item.persisted) this.#dequeuedDisk++;
+      else this.#dequeuedMemory++;
+      const list = this.#inFlight.get(item.r);
+      if (list === undefined) this.#inFlight.set(item.r, [item]);
+      else list.push(item);
+      // State is consistent before next(): the subscriber may re-enter.
+      subscriber.next(item.r);
+      if (set.state === READY && set.heapIndex >= 0) this.#refresh(set);
+    }
+  }
+
+  #maybeComplete(): void {
+    const subscriber = this.#subscriber;
+    if (
+      subscriber !== undefined && this.#startDone && this.#pending === 0 && this.#inFlightCount === 0 &&
+      !this.#draining
+    ) {
+      this.#jobDir?.flush();
+      subscriber.complete();
+    }
+  }
+
+  // ---- placing, blocking, waking --------------------------------------------
+
+  #place(
+    r: R,
+    seq: number,
+    priority: number,
+    start: boolean,
+    fp: string | undefined,
+    scopes: readonly string[],
+    amounts: readonly (number | undefined)[] | undefined,
+    persisted: boolean,
+    meta: { readonly throttlingDelayMs?: number } | undefined,
+  ): void {
+    let key = "";
+    if (this.#order !== "priority") {
+      if (scopes.length > 1) {
+        const order = scopes.map((_, i) => i).sort((a, b) => (scopes[a] as string) < (scopes[b] as string) ? -1 : 1);
+        scopes = order.map((i) => scopes[i] as string);
+        if (amounts !== undefined) amounts = order.map((i) => amounts?.[i]);
+        key = scopes.join("\u0000");
+      } else {
+        key = scopes[0] as string;
+      }
+    }
+    const set = this.#sets.get(key) ?? this.#newSet(key, scopes);
+    const delay = meta?.throttlingDelayMs;
+    const releaseAt = typeof delay === "number" && delay > 0 ? this.#scheduler.now() + delay : 0;
+    const item: Item<R> = { r, seq, priority, start, fp, amounts, set, persisted, releaseAt };
+    this.#pending++;
+    if (releaseAt > 0) {
+      this.#aside.push(item);
+      this.#checkHeldBack();
+      return;
+    }
+    this.#insert(item);
+  }
+
+  #insert(item: Item<R>): void {
+    let set = item.set;
+    if (set.state === GONE) {
+      // The set emptied and was dropped while this item waited aside.
+      set = this.#sets.get(set.key) ?? this.#newSet(set.key, set.scopes);
+      (item as { set: ScopeSet<R> }).set = set;
+    }
+    const buckets = set.buckets;
+    buckets.push(item);
+    if (set.state === BLOCKED) {
+      this.#blockedCount++;
+      if (buckets.peek() === item) this.#unblock(set); // a new head may not be blocked
+      else this.#checkHeldBack();
+    } else if (set.heapIndex < 0) {
+      this.#refresh(set);
+      this.#ready.push(set);
+    } else if (buckets.peek() === item) {
+      this.#refresh(set);
+    }
+  }
+
+  #newSet(key: string, scopes: readonly string[]): ScopeSet<R> {
+    const set: ScopeSet<R> = {
+      key,
+      scopes,
+      buckets: new PriorityBuckets<Item<R>>(this.#fifo),
+      heapIndex: -1,
+      state: READY,
+      version: 0,
+      headPriority: 0,
+      headStart: false,
+      headSeq: 0,
+      load: 0,
+      share: 0,
+      served: 0,
+    };
+    this.#sets.set(key, set);
+    if (this.#order !== "priority") {
+      for (const s of scopes) {
+        const sets = this.#byScope.get(s);
+        if (sets === undefined) this.#byScope.set(s, new Set([set]));
+        else sets.add(set);
+      }
+    }
+    return set;
+  }
+
+  #dropSet(set: ScopeSet<R>): void {
+    set.state = GONE;
+    this.#sets.delete(set.key);
+    for (const s of set.scopes) {
+      const sets = this.#byScope.get(s);
+      if (sets === undefined) continue;
+      sets.delete(set);
+      if (sets.size === 0) this.#byScope.delete(s);
+    }
+  }
+
+  #refresh(set: ScopeSet<R>): void {
+    const head = set.buckets.peek();
+    if (head === undefined) return;
+    set.headPriority = head.priority;
+    set.headStart = head.start;
+    set.headSeq = head.seq;
+    if (this.#order !== "priority") {
+      set.load = this.#view.load(set.scopes);
+      if (this.#order === "throttling-aware") set.share = this.#view.quotaShare(set.scopes, head.amounts);
+    }
+    if (set.heapIndex >= 0) this.#ready.update(set.heapIndex);
+  }
+
+  #block(set: ScopeSet<R>, waitMs: number): void {
+    this.#ready.remove(set.heapIndex);
+    set.state = BLOCKED;
+    set.version++;
+    this.#blocked.add(set);
+    this.#blockedCount += set.buckets.size;
+    if (Number.isFinite(waitMs)) this.#wakes.push({ at: this.#scheduler.now() + waitMs, set, version: set.version });
+    this.#checkHeldBack();
+  }
+
+  #unblock(set: ScopeSet<R>): void {
+    this.#blocked.delete(set);
+    this.#blockedCount -= set.buckets.size;
+    set.state = READY;
+    set.version++;
+    this.#refresh(set);
+    this.#ready.push(set);
+  }
+
+  #releaseDue(): void {
+    const now = this.#scheduler.now();
+    for (let w = this.#wakes.peek(); w !== undefined && w.at <= now; w = this.#wakes.peek()) {
+      this.#wakes.pop();
+      if (w.set.state === BLOCKED && w.set.version === w.version) this.#unblock(w.set);
+    }
+    for (let i = this.#aside.peek(); i !== undefined && i.releaseAt <= now; i = this.#aside.peek()) {
+      this.#aside.pop();
+      this.#insert(i);
+    }
+  }
+
+  #scheduleTimer(): void {
+    if (this.#subscriber === undefined) return;
+    let at = Infinity;
+    for (let w = this.#wakes.peek(); w !== undefined; w = this.#wakes.peek()) {
+      if (w.set.state === BLOCKED && w.set.version === w.version) {
+        at = w.at;
+        break;
+      }
+      this.#wakes.pop(); // stale
+    }
+    const aside = this.#aside.peek();
+    if (aside !== undefined && aside.releaseAt < at) at = aside.releaseAt;
+    if (at === this.#timerAt) return;
+    this.#timer?.unsubscribe();
+    this.#timer = undefined;
+    this.#timerAt = at;
+    if (at === Infinity) return;
+    this.#timer = this.#scheduler.schedule(() => {
+      this.#timer = undefined;
+      this.#timerAt = Infinity;
+      this.#drain();
+    }, Math.max(0, at - this.#scheduler.now()));
+  }
+
+  #scheduleFlush(): void {
+    if (this.#flushTimer !== undefined || this.#jobDir === undefined) return;
+    this.#flushTimer = this.#scheduler.schedule(() => {
+      this.#flushTimer = undefined;
+      this.#jobDir?.flush();
+    }, this.#flushIntervalMs);
+  }
+
+  #checkHeldBack(): void {
+    const held = this.#aside.size + this.#blockedCount;
+    if (!this.#warnedHeldBack && held > this.#threshold) {
+      this.#warnedHeldBack = true;
+      this.#warn(
+        "delayed-requests-threshold",
+        `${held} requests are held back by throttling (more than delayedRequestsWarnThreshold = ${this.#threshold})`,
+      );
+    }
+  }
+
+  #lessFor(order: RequestQueueOrder): (a: ScopeSet<R>, b: ScopeSet<R>) => boolean {
+    const fifo = this.#fifo;
+    const bySeq = (a: ScopeSet<R>, b: ScopeSet<R>): boolean =>
+      a.headStart !== b.headStart ? !a.headStart : a.headStart || fifo ? a.headSeq < b.headSeq : a.headSeq > b.headSeq;
+    if (order === "downloader-aware") {
+      return (a, b) => a.load !== b.load ? a.load < b.load : a.served !== b.served ? a.served < b.served : bySeq(a, b);
+    }
+    return (a, b) => {
+      if (a.headPriority !== b.headPriority) return a.headPriority > b.headPriority;
+      if (a.headStart !== b.headStart) return !a.headStart;
+      if (a.load !== b.load) return a.load < b.load;
+      if (a.share !== b.share) return a.share > b.share;
+      return bySeq(a, b);
+    };
+  }
+
+  // ---- job directory ------------------------------------------------------
+
+  #resume(pending: readonly JobDirEntry[]): void {
+    for (const e of pending) {
+      let r: R;
+      let rs: RequestScopes = { scopes: [] };
+      try {
+        r = this.#deserialize(e.data);
+        if (this.#order !== "priority") {
+          rs = this.#scopesOf ? this.#scopesOf(r) : scopesFromMeta(r) ?? { scopes: [hostOf(r, parseRequestUrl(r))] };
+        }
+      } catch (err) {
+        this.#warn("jobdir-unreadable-request", `Dropped request ${e.seq} from the job directory: ${String(err)}`);
+        continue;
+      }
+      this.#resumed++;
+      this.#place(r, e.seq, e.priority, e.start, e.fingerprint, rs.scopes, rs.amounts, true, requestMeta(r));
+    }
+  }
+
+  #compact(): void {
+    const jd = this.#jobDir;
+    if (jd === undefined) return;
+    const live: Item<R>[] = [];
+    for (const set of this.#sets.values()) for (const item of set.buckets) live.push(item);
+    for (const item of this.#aside.values()) live.push(item);
+    for (const list of this.#inFlight.values()) for (const item of list) live.push(item);
+    live.sort((a, b) => a.seq - b.seq);
+    const liveFps = new Set<string>();
+    for (const item of live) if (item.fp !== undefined) liveFps.add(item.fp);
+    const seen = this.#seen;
+    const serialize = (item: Item<R>): JobDirEntry => ({
+      seq: item.seq,
+      start: item.start,
+      priority: item.priority,
+      fingerprint: item.fp,
+      data: this.#serializeSafe(item.r),
+    });
+    jd.compact(
+      (function* () {
+        for (const item of live) if (item.persisted) yield serialize(item);
+      })(),
+      (function* () {
+        // Fingerprints of requests kept only in memory are not written: a
+        // crash loses those requests, and they must be fetchable again.
+        for (const fp of seen) if (!liveFps.has(fp)) yield fp;
+      })(),
+    );
+  }
+
+  #serializeSafe(request: R): unknown {
+    try {
+      return this.#serialize(request);
+    } catch {
+      return undefined;
+    }
+  }
+
+  #warn(code: string, message: string): void {
+    this.#warnings$.next({ type: "warning", at: this.#scheduler.now(), code, message });
+  }
+
+  #emitStats(): void {
+    if (this.#stats$.observed) this.#stats$.next(this.stats());
+  }
+}
+
+// ---- helpers ----------------------------------------------------------------
+
+function parseRequestUrl(request: unknown): URL {
+  const url = requestUrl(request);
+  if (url === undefined || url === "") {
+    throw new InvalidRequestError("url", request, `Cannot enqueue request as it has no 'url': current value is ${describe(request)}`);
+  }
+  try {
+    return parseUrl(url);
+  } catch (cause) {
+    throw new InvalidRequestError(
+      "url",
+      request,
+      `Cannot enqueue request as its 'url' is not an absolute URL: current value is ${JSON.stringify(url)}`,
+      { cause },
+    );
+  }
+}
+
+function hostOf(request: unknown, url: URL): string {
+  if (url.host === "") {
+    throw new InvalidRequestError(
+      "url",
+      request,
+      `Cannot enqueue request as its 'url' has no host to use as a scope: current value is ${JSON.stringify(url.href)}`,
+    );
+  }
+  return url.host;
+}
+
+function scopesFromMeta(request: unknown): RequestScopes | undefined {
+  const input: ScopesInput | undefined = requestMeta(request)?.throttlingScopes;
+  if (input === undefined) return undefined;
+  if (typeof input === "string") return { scopes: [input] };
+  if (typeof (input as Iterable<string>)[Symbol.iterator] === "function") {
+    const scopes = [...(input as Iterable<string>)];
+    if (scopes.some((s) => typeof s !== "string")) {
+      throw new InvalidRequestError(
+        "scopes",
+        request,
+        `Cannot enqueue request as 'meta.throttlingScopes' must hold strings: current value is ${describe(scopes)}`,
+      );
+    }
+    return { scopes };
+  }
+  const record = input as Readonly<Record<string, number>>;
+  const scopes = Object.keys(record);
+  return { scopes, amounts: scopes.map((s) => record[s]) };
+}
+
+function metaDepth(meta: { readonly [key: string]: unknown } | undefined): number {
+  const d = meta?.["depth"];
+  return typeof d === "number" && Number.isFinite(d) ? d : 0;
+}
+
+function requestBodyOf(request: unknown): string {
+  if (typeof request === "object" && request !== null && !(request instanceof Request)) {
+    const b = (request as { body?: unknown }).body;
+    if (typeof b === "string") return b;
+  }
+  return "";
+}
+
+function describe(value: unknown): string {
+  let s: string;
+  try {
+    s = typeof value === "string" ? JSON.stringify(value) : JSON.stringify(value) ?? String(value);
+  } catch {
+    s = String(value);
+  }
+  return s.length > 200 ? s.slice(0, 200) + "..." : s;
+}
+
+function isJsonSafe(value: unknown, depth: number): boolean {
+  if (value === null || typeof value === "string" || typeof value === "boolean") return true;
+  if (typeof value === "number") return Number.isFinite(value);
+  if (typeof value !== "object" || depth > 32) return false;
+  if (Array.isArray(value)) return value.every((v) => isJsonSafe(v, depth + 1));
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return false;
+  for (const k in value) {
+    if (!isJsonSafe((value as Record<string, unknown>)[k], depth + 1)) return false;
+  }
+  return true;
+}
+
+/** Default job directory serializer: strings, JSON-safe plain objects, body-less `Request`s. */
+function defaultSerialize(request: unknown): unknown {
+  if (typeof request === "string") return request;
+  if (request instanceof Request) {
+    if (request.body !== null) return undefined;
+    return ["Q", request.url, request.method, [...request.headers]];
+  }
+  return isJsonSafe(request, 0) && typeof request === "object" ? ["O", request] : undefined;
+}
+
+function defaultDeserialize(data: unknown): unknown {
+  if (typeof data === "string") return data;
+  if (Array.isArray(data)) {
+    if (data[0] === "O") return data[1];
+    if (data[0] === "Q") {
+      return new Request(data[1] as string, { method: data[2] as string, headers: data[3] as [string, string][] });
+    }
+  }
+  throw new TypeError(`Cannot read request from job directory: current value is ${describe(data)}`);
+}

@@ -1,0 +1,267 @@
+/**
+ * The default scope manager: the reference's `ThrottlingScopeManager`, a pure
+ * state machine over one scope's concurrency, delay, jitter, holds, backoff,
+ * recovery, rampup and quota. Time is always passed in (`now`, ms); the only
+ * randomness is the injected `random` used for jitter.
+ *
+ * @module
+ */
+import type { ResolvedScopeConfig } from "./settings.ts";
+import type {
+  BackoffSignal,
+  QuotaReconciliation,
+  ScopeState,
+  ScopeStep,
+  ThrottlingScopeManagerProtocol,
+} from "./scope_manager_protocol.ts";
+
+/** What the default manager is built from. */
+export interface ScopeManagerOptions {
+  readonly scope: string;
+  readonly config: ResolvedScopeConfig;
+  /** Uniform random numbers in [0, 1), for jitter. */
+  readonly random: () => number;
+}
+
+/**
+ * The default per-scope throttling arithmetic.
+ *
+ * @example Delay between sends
+ * ```ts
+ * import { ThrottlingScopeManager } from "./scope_manager.ts";
+ * import { parseSettings, resolveScopeConfig } from "./settings.ts";
+ * const config = resolveScopeConfig(parseSettings({ downloadDelayMs: 100, jitter: 0 }), "example.com");
+ * const m = new ThrottlingScopeManager({ scope: "example.com", config, random: () => 0.5 });
+ * m.recordSent(0);
+ * console.assert(m.canSend(40) === 60);
+ * ```
+ */
+export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
+  readonly scope: string;
+  readonly config: ResolvedScopeConfig;
+  readonly #random: () => number;
+
+  /** Configured delay; recovery goes back to it (in rampup scopes: to `#floorDelayMs`). */
+  #baseDelayMs: number;
+  #delayMs: number;
+  #concurrency: number;
+  #active = 0;
+  #level = 0;
+  /** Start of the quiet window that recovery is counting. */
+  #quietSince = 0;
+  #holdUntil = 0;
+  #nextSendAt = 0;
+  #lastActivity = 0;
+  // Quota of the current fixed window (NaN: no window open).
+  #quotaUsed = 0;
+  #quotaResetsAt = Number.NaN;
+  // Rampup: the current window and its trigger count; sends seen in it.
+  #rampWindowStart = Number.NaN;
+  #rampTriggers = 0;
+  #rampSends = 0;
+  /** In a rampup scope: the delay reached before the last trigger (what recovery climbs back to). */
+  #floorDelayMs: number;
+
+  constructor(options: ScopeManagerOptions) {
+    this.scope = options.scope;
+    this.config = options.config;
+    this.#random = options.random;
+    this.#baseDelayMs = options.config.delayMs;
+    this.#delayMs = options.config.delayMs;
+    this.#floorDelayMs = options.config.delayMs;
+    this.#concurrency = options.config.rampup === undefined
+      ? options.config.concurrency
+      : options.config.minConcurrency;
+  }
+
+  canSend(now: number, amount?: number): number {
+    if (this.#active >= this.#concurrency) return Infinity;
+    let wait = this.#holdUntil - now;
+    const delayWait = this.#nextSendAt - now;
+    if (delayWait > wait) wait = delayWait;
+    if (amount !== undefined && amount > 0 && this.config.quota !== undefined) {
+      const quotaWait = this.#quotaWait(now, amount, this.config.quota);
+      if (quotaWait > wait) wait = quotaWait;
+    }
+    return wait > 0 ? wait : 0;
+  }
+
+  recordSent(now: number, amount?: number): void {
+    this.#active++;
+    this.#lastActivity = now;
+    this.#rampSends++;
+    if (this.config.rampup !== undefined && Number.isNaN(this.#rampWindowStart)) {
+      this.#rampWindowStart = now;
+    }
+    const delay = this.#delayMs;
+    this.#nextSendAt = delay > 0 ? now + this.#jittered(delay) : now;
+    if (amount !== undefined && amount > 0 && this.config.quota !== undefined) {
+      if (Number.isNaN(this.#quotaResetsAt) || now >= this.#quotaResetsAt) {
+        this.#quotaResetsAt = now + this.config.windowMs;
+        this.#quotaUsed = 0;
+      }
+      this.#quotaUsed += amount;
+    }
+  }
+
+  recordDone(now: number): void {
+    if (this.#active > 0) this.#active--;
+    this.#lastActivity = now;
+  }
+
+  recordBackoff(now: number, signal: BackoffSignal = {}): void {
+    const b = this.config.backoff;
+    this.#lastActivity = now;
+    if (signal.holdMs !== undefined && signal.holdMs > 0) {
+      const hold = signal.uncapped === true ? signal.holdMs : Math.min(signal.holdMs, b.maxDelayMs);
+      if (now + hold > this.#holdUntil) this.#holdUntil = now + hold;
+    }
+    if (this.config.rampup !== undefined) {
+      this.#rampTriggers++;
+      // Additive increase, multiplicative decrease: concurrency is cut first.
+      if (this.#concurrency > this.config.minConcurrency) {
+        this.#floorDelayMs = this.#delayMs;
+        this.#concurrency = Math.max(this.config.minConcurrency, Math.floor(this.#concurrency / 2));
+        this.#level++;
+        this.#quietSince = now;
+        return;
+      }
+      if (this.#level === 0) this.#floorDelayMs = this.#delayMs;
+    }
+    if (b.windowMs === 0) return; // instant recovery: only the hold remains
+    this.#delayMs = Math.min(b.maxDelayMs, Math.max(b.minDelayMs, this.#delayMs * b.delayFactor));
+    this.#level++;
+    this.#quietSince = now;
+  }
+
+  reconcileQuota(now: number, r: QuotaReconciliation): void {
+    const quota = this.config.quota;
+    if (quota === undefined) return;
+    if (Number.isNaN(this.#quotaResetsAt) || now >= this.#quotaResetsAt) {
+      this.#quotaResetsAt = now + this.config.windowMs;
+      this.#quotaUsed = 0;
+    }
+    if (r.remaining !== undefined && Number.isFinite(r.remaining)) {
+      this.#quotaUsed = Math.max(0, quota - r.remaining);
+    } else if (r.consumed !== undefined && Number.isFinite(r.consumed)) {
+      this.#quotaUsed = Math.max(0, this.#quotaUsed + r.consumed);
+    }
+  }
+
+  setBaseDelay(delayMs: number): void {
+    const wasAtBase = this.#level === 0;
+    this.#baseDelayMs = delayMs;
+    this.#floorDelayMs = delayMs;
+    if (wasAtBase || this.#delayMs < delayMs) this.#delayMs = delayMs;
+  }
+
+  setConcurrency(concurrency: number): void {
+    this.#concurrency = Math.max(1, concurrency);
+  }
+
+  isIdle(now: number, maxIdleMs: number): boolean {
+    return this.#active === 0 && this.#level === 0 && this.#holdUntil <= now &&
+      now - this.#lastActivity >= maxIdleMs;
+  }
+
+  nextWakeAt(now: number): number | undefined {
+    let at = Infinity;
+    if (this.#level > 0) at = this.#quietSince + this.config.backoff.windowMs;
+    const ramp = this.config.rampup;
+    if (ramp !== undefined && !Number.isNaN(this.#rampWindowStart)) {
+      const end = this.#rampWindowStart + this.config.backoff.windowMs;
+      if (end < at) at = end;
+    }
+    if (this.#holdUntil > now && this.#holdUntil < at) at = this.#holdUntil;
+    return at === Infinity ? undefined : Math.max(at, now);
+  }
+
+  advance(now: number): readonly ScopeStep[] {
+    const window = this.config.backoff.windowMs;
+    if (this.#level === 0 && this.config.rampup === undefined) return NO_STEPS;
+    const steps: ScopeStep[] = [];
+    while (this.#level > 0 && window > 0 && now >= this.#quietSince + window) {
+      this.#quietSince += window;
+      this.#level--;
+      const floor = this.config.rampup === undefined ? this.#baseDelayMs : this.#floorDelayMs;
+      this.#delayMs = this.#level === 0
+        ? floor
+        : Math.max(floor, this.#delayMs / this.config.backoff.delayFactor);
+      steps.push({ kind: "recovery", delayMs: this.#delayMs, level: this.#level });
+    }
+    const ramp = this.config.rampup;
+    if (ramp !== undefined && window > 0 && !Number.isNaN(this.#rampWindowStart)) {
+      if (now >= this.#rampWindowStart + window) {
+        // One step per window that saw traffic: after an idle gap the windows
+        // with no sends are skipped rather than taken as a burst of steps.
+        const triggers = this.#rampTriggers;
+        const busy = this.#rampSends > 0;
+        this.#rampTriggers = 0;
+        this.#rampSends = 0;
+        const elapsed = Math.floor((now - this.#rampWindowStart) / window);
+        this.#rampWindowStart = elapsed > 1 ? Number.NaN : this.#rampWindowStart + window;
+        if (busy && this.#level === 0 && triggers < ramp.backoffTarget[0]) {
+          steps.push(this.#rampStep());
+        }
+      }
+    }
+    return steps;
+  }
+
+  #rampStep(): ScopeStep {
+    const ramp = this.config.rampup!;
+    if (this.#delayMs > ramp.minDelayMs) {
+      let next = this.#delayMs * ramp.delayFactor;
+      if (next - ramp.minDelayMs < 1) next = ramp.minDelayMs;
+      this.#delayMs = next;
+      this.#floorDelayMs = next;
+      return { kind: "rampup", delayMs: next, concurrency: this.#concurrency, why: "below target: lower delay" };
+    }
+    if (this.#concurrency < this.config.maxConcurrency) {
+      this.#concurrency++;
+      return {
+        kind: "rampup",
+        delayMs: this.#delayMs,
+        concurrency: this.#concurrency,
+        why: "below target: raise concurrency",
+      };
+    }
+    return { kind: "rampup", delayMs: this.#delayMs, concurrency: this.#concurrency, why: "at maximum" };
+  }
+
+  state(now: number): ScopeState {
+    const quota = this.config.quota;
+    const windowOpen = !Number.isNaN(this.#quotaResetsAt) && now < this.#quotaResetsAt;
+    return {
+      scope: this.scope,
+      delayMs: this.#delayMs,
+      baseDelayMs: this.#baseDelayMs,
+      concurrency: this.#concurrency,
+      active: this.#active,
+      backoffLevel: this.#level,
+      holdUntil: this.#holdUntil > now ? this.#holdUntil : 0,
+      nextSendAt: this.#nextSendAt > now ? this.#nextSendAt : 0,
+      quota: quota === undefined ? undefined : {
+        limit: quota,
+        used: windowOpen ? this.#quotaUsed : 0,
+        resetsAt: windowOpen ? this.#quotaResetsAt : 0,
+      },
+      rampup: this.config.rampup !== undefined,
+    };
+  }
+
+  #quotaWait(now: number, amount: number, quota: number): number {
+    if (Number.isNaN(this.#quotaResetsAt) || now >= this.#quotaResetsAt) return 0;
+    // An oversized request still goes through an empty window, or it would wait forever.
+    if (this.#quotaUsed > 0 && this.#quotaUsed + amount > quota) return this.#quotaResetsAt - now;
+    return 0;
+  }
+
+  #jittered(delay: number): number {
+    const [lo, hi] = this.#level > 0 ? this.config.backoff.jitter : this.config.jitter;
+    if (lo === 0 && hi === 0) return delay;
+    return delay * (1 + lo + (hi - lo) * this.#random());
+  }
+}
+
+const NO_STEPS: readonly ScopeStep[] = [];

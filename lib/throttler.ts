@@ -1,0 +1,788 @@
+/**
+ * The throttler: the store of every scope's state and the authority that
+ * decides when a waiting request may go. Operators (`throttleByScope`,
+ * `backoffOn`, `rampup`) and the request queue all talk to one throttler, so
+ * several pipelines that share it share its limits.
+ *
+ * @module
+ */
+import { asyncScheduler, Observable, type SchedulerLike, Subject, type Subscription } from "rxjs";
+import { match } from "ts-pattern";
+import { Deque } from "./_deque.ts";
+import type { ThrottleEvent, WaitReason } from "./events.ts";
+import { requestMeta, requestUrl, type ScopesInput } from "./request.ts";
+import { ThrottlingScopeManager } from "./scope_manager.ts";
+import type {
+  BackoffSignal,
+  QuotaReconciliation,
+  ScopeState,
+  ScopeStep,
+  ThrottlingScopeManagerProtocol,
+} from "./scope_manager_protocol.ts";
+import { hostScope, InvalidScopesError, normalizeScopes, type RequestScopes } from "./scopes.ts";
+import {
+  parseSettings,
+  resolveScopeConfig,
+  type ResolvedScopeConfig,
+  type ScopeKind,
+  scopeKind,
+  type ScopeManagerFactory,
+  type ThrottlerSettings,
+  type ThrottlerSettingsInput,
+} from "./settings.ts";
+
+/** Options of a throttler besides its settings. */
+export interface ThrottlerOptions<R = unknown> {
+  /** Clock and timers. @default asyncScheduler */
+  readonly scheduler?: SchedulerLike;
+  /** Uniform random numbers in [0, 1), for jitter. @default Math.random */
+  readonly random?: () => number;
+  /**
+   * The scopes of a request that has no `meta.throttlingScopes` (the
+   * reference's `get_scopes`); may be async. @default the URL's host
+   */
+  readonly getScopes?: (request: R) => ScopesInput | PromiseLike<ScopesInput>;
+  /** The scope manager of every scope without its own `manager`. @default ThrottlingScopeManager */
+  readonly scopeManager?: ScopeManagerFactory;
+  /** Where `debug` lines go. @default console.error */
+  readonly log?: (line: string) => void;
+}
+
+/** A request waiting at the gate. @internal used by the operators of this package. */
+export interface GateTicket {
+  readonly claims: RequestScopes;
+  readonly owner: object;
+  /** Called once, when the request has been counted against all its scopes and may start. */
+  readonly start: () => void;
+  cancelled: boolean;
+}
+
+interface ScopeEntry {
+  readonly manager: ThrottlingScopeManagerProtocol;
+  readonly kind: ScopeKind;
+  waiting: Deque<GateTicket> | undefined;
+  timer: Subscription | undefined;
+  timerAt: number;
+  wake: Subscription | undefined;
+  wakeAt: number;
+}
+
+const NO_AMOUNTS: readonly (number | undefined)[] = [];
+
+/**
+ * Holds every scope's manager, queues requests that cannot go yet, and emits
+ * what happens. Create it with {@link createThrottler}.
+ */
+export class Throttler<R = unknown> {
+  /** The validated settings, with defaults. */
+  readonly settings: ThrottlerSettings;
+  /** The clock of every decision. */
+  readonly scheduler: SchedulerLike;
+  readonly #random: () => number;
+  readonly #getScopes: ((request: R) => ScopesInput | PromiseLike<ScopesInput>) | undefined;
+  readonly #factory: ScopeManagerFactory | undefined;
+  readonly #log: (line: string) => void;
+  readonly #entries = new Map<string, ScopeEntry>();
+  readonly #events = new Subject<ThrottleEvent>();
+  readonly #watchers = new Map<string, Set<(s: ScopeState) => void>>();
+  readonly #allWatchers = new Set<(s: ScopeState) => void>();
+  readonly #global = new Deque<GateTicket>();
+  #active = 0;
+  #held = 0;
+  /** Scopes whose waiting requests must be looked at again. */
+  readonly #dirty: string[] = [];
+  /** Scopes whose head could go but for the global cap. */
+  readonly #stalled = new Set<string>();
+  #draining = false;
+  #warnedHeld = false;
+  #attached = 0;
+  #sinceSweep = 0;
+  readonly #warnedOnce = new Set<string>();
+
+  /** Every throttling event, as it happens. */
+  readonly events$: Observable<ThrottleEvent> = this.#events.asObservable();
+
+  constructor(settings: ThrottlerSettings, options: ThrottlerOptions<R> = {}) {
+    this.settings = settings;
+    this.scheduler = options.scheduler ?? asyncScheduler;
+    this.#random = options.random ?? Math.random; // injectable default
+    this.#getScopes = options.getScopes;
+    this.#factory = options.scopeManager;
+    this.#log = options.log ?? ((line) => console.error(line));
+  }
+
+  /** Requests in flight across all scopes. */
+  get active(): number {
+    return this.#active;
+  }
+
+  /** Requests waiting at the gate. */
+  get held(): number {
+    return this.#held;
+  }
+
+  /** How many scopes are in memory. */
+  get scopeCount(): number {
+    return this.#entries.size;
+  }
+
+  /** How many more requests could start now before the global cap (`concurrentRequests`) is hit. */
+  freeSlots(): number {
+    return Math.max(0, this.settings.concurrentRequests - this.#active - this.#held);
+  }
+
+  /**
+   * The scopes of a request: `meta.throttlingScopes`, else `getScopes`, else
+   * the URL's host.
+   *
+   * @throws {TypeError} for a request with no usable URL and no scopes.
+   */
+  resolveScopes(request: R): RequestScopes | Promise<RequestScopes> {
+    const meta = requestMeta(request);
+    if (meta?.throttlingScopes !== undefined) return normalizeScopes(meta.throttlingScopes);
+    if (this.#getScopes !== undefined) {
+      const scopes = this.#getScopes(request);
+      if (typeof (scopes as PromiseLike<ScopesInput>)?.then === "function") {
+        return Promise.resolve(scopes).then(normalizeScopes);
+      }
+      return normalizeScopes(scopes as ScopesInput);
+    }
+    const url = requestUrl(request);
+    if (url === undefined) {
+      throw new InvalidScopesError(
+        "Cannot throttle request as it has no URL and the throttler has no getScopes: current value is " +
+          describe(request),
+        request,
+      );
+    }
+    return { names: [hostScope(url)], amounts: undefined };
+  }
+
+  /** The configuration a scope gets (its own entry, its host's, or the defaults for its kind). */
+  scopeConfig(scope: string): ResolvedScopeConfig {
+    return resolveScopeConfig(this.settings, scope);
+  }
+
+  /** The manager of a scope, created from its configuration when first needed. */
+  manager(scope: string): ThrottlingScopeManagerProtocol {
+    return this.#entry(scope).manager;
+  }
+
+  /** The current state of a scope, or `undefined` when it is not in memory. */
+  state(scope: string): ScopeState | undefined {
+    const entry = this.#entries.get(scope);
+    if (entry === undefined) return undefined;
+    return this.#stateOf(scope, entry);
+  }
+
+  /** The state of every scope in memory. */
+  states(): ScopeState[] {
+    const out: ScopeState[] = [];
+    for (const [scope, entry] of this.#entries) out.push(this.#stateOf(scope, entry));
+    return out;
+  }
+
+  /**
+   * A scope's state now and after every change (sends, completions, backoff,
+   * recovery, rampup). Subscribing keeps the scope in memory.
+   */
+  scope$(scope: string): Observable<ScopeState> {
+    return new Observable<ScopeState>((subscriber) => {
+      const fn = (s: ScopeState) => subscriber.next(s);
+      let set = this.#watchers.get(scope);
+      if (set === undefined) this.#watchers.set(scope, set = new Set());
+      set.add(fn);
+      this.#attach();
+      subscriber.next(this.#stateOf(scope, this.#entry(scope)));
+      return () => {
+        set.delete(fn);
+        if (set.size === 0) this.#watchers.delete(scope);
+        this.#detach();
+      };
+    });
+  }
+
+  /** Every scope's state after every change. */
+  readonly states$: Observable<ScopeState> = new Observable<ScopeState>((subscriber) => {
+    const fn = (s: ScopeState) => subscriber.next(s);
+    this.#allWatchers.add(fn);
+    this.#attach();
+    return () => {
+      this.#allWatchers.delete(fn);
+      this.#detach();
+    };
+  });
+
+  /**
+   * Hold every request of a scope for at least `ms` (the reference's
+   * `delay_scope`), counted as a backoff trigger and not capped.
+   */
+  delayScope(scope: string, ms: number): void {
+    if (!Number.isFinite(ms) || ms < 0) {
+      throw new RangeError(`Cannot delay scope '${scope}' as 'ms' must be a finite number >= 0: current value is ${ms}`);
+    }
+    this.recordBackoff(scope, { holdMs: ms, uncapped: true, cause: "delayScope" }, "delay-scope");
+  }
+
+  /** Record a backoff trigger on a scope (used by `backoffOn`). */
+  recordBackoff(
+    scope: string,
+    signal: BackoffSignal = {},
+    holdSource: "retry-after" | "ratelimit" | "delay-scope" | "robots" = "retry-after",
+  ): void {
+    const entry = this.#entry(scope);
+    const now = this.scheduler.now();
+    this.#advance(scope, entry, now);
+    entry.manager.recordBackoff(now, signal);
+    if (this.#events.observed || this.settings.debug) {
+      const s = this.#stateOf(scope, entry);
+      this.#emit({
+        type: "backoff",
+        at: now,
+        scope,
+        delayMs: s.delayMs,
+        level: s.backoffLevel,
+        concurrency: s.concurrency,
+        holdUntil: s.holdUntil > 0 ? s.holdUntil : undefined,
+        cause: signal.cause ?? "trigger",
+      });
+      if (signal.holdMs !== undefined && s.holdUntil > now) {
+        this.#emit({ type: "hold", at: now, scope, until: s.holdUntil, source: holdSource });
+      }
+    }
+    this.#changed(scope, entry, now);
+  }
+
+  /** Correct a scope's quota use (the reference's `reconcile_quota`). */
+  reconcileQuota(scope: string, reconciliation: QuotaReconciliation): void {
+    const entry = this.#entry(scope);
+    const now = this.scheduler.now();
+    entry.manager.reconcileQuota(now, reconciliation);
+    this.#changed(scope, entry, now);
+  }
+
+  /** Replace a scope's configured delay (robots.txt Crawl-delay, a user's decision). */
+  setBaseDelay(scope: string, delayMs: number): void {
+    const entry = this.#entry(scope);
+    entry.manager.setBaseDelay(delayMs);
+    this.#changed(scope, entry, this.scheduler.now());
+  }
+
+  /** Replace a scope's concurrency limit. */
+  setConcurrency(scope: string, concurrency: number): void {
+    const entry = this.#entry(scope);
+    entry.manager.setConcurrency(concurrency);
+    this.#changed(scope, entry, this.scheduler.now());
+  }
+
+  /** Emit a warning event once per `key` (and log it in debug mode). */
+  warnOnce(key: string, code: string, message: string, scope?: string): void {
+    if (this.#warnedOnce.has(key)) return;
+    this.#warnedOnce.add(key);
+    const at = this.scheduler.now();
+    this.#emit(scope === undefined ? { type: "warning", at, code, message } : { type: "warning", at, code, message, scope });
+  }
+
+  /**
+   * How long before a request with these scopes could go: 0 now, a positive
+   * number of ms, or `Infinity` until something completes. Counts nothing.
+   */
+  waitMs(scopes: readonly string[], amounts?: readonly (number | undefined)[]): number {
+    if (this.#active >= this.settings.concurrentRequests) return Infinity;
+    const now = this.scheduler.now();
+    let wait = 0;
+    for (let i = 0; i < scopes.length; i++) {
+      const scope = scopes[i]!;
+      const entry = this.#entries.get(scope);
+      if (entry === undefined) continue;
+      if (entry.waiting !== undefined && entry.waiting.size > 0) return Infinity;
+      this.#advance(scope, entry, now);
+      const w = entry.manager.canSend(now, amounts?.[i]);
+      if (w > wait) wait = w;
+    }
+    return wait;
+  }
+
+  /** Requests in flight across these scopes (for least-loaded ordering). */
+  load(scopes: readonly string[]): number {
+    let n = 0;
+    for (const scope of scopes) {
+      const entry = this.#entries.get(scope);
+      if (entry !== undefined) n += entry.manager.state?.(this.scheduler.now()).active ?? 0;
+    }
+    return n;
+  }
+
+  /** @internal Queue a ticket; its `start` runs when every scope and the global cap allow it. */
+  submit(ticket: GateTicket): void {
+    // Sweep here, between decisions, never while a ticket's scopes are being looked up.
+    const limit = this.settings.scopeLimit;
+    if (this.#sinceSweep >= 1024 || (limit > 0 && this.#entries.size > limit)) this.#sweep();
+    if (!this.#tryStart(ticket)) {
+      this.#held++;
+      if (!this.#warnedHeld && this.#held > this.settings.delayedRequestsWarnThreshold) {
+        this.#warnedHeld = true;
+        this.warnOnce(
+          "held",
+          "many-delayed",
+          `More than ${this.settings.delayedRequestsWarnThreshold} requests are held back by throttling ` +
+            `(DELAYED_REQUESTS_WARN_THRESHOLD); check the throttling configuration`,
+        );
+      }
+    }
+  }
+
+  /** @internal A started request settled: free its slot in every scope. */
+  release(scopes: RequestScopes): void {
+    const now = this.scheduler.now();
+    this.#active--;
+    const names = scopes.names;
+    for (let i = 0; i < names.length; i++) {
+      const scope = names[i]!;
+      const entry = this.#entries.get(scope) ?? this.#entry(scope);
+      entry.manager.recordDone(now);
+      this.#changed(scope, entry, now);
+      this.#dirty.push(scope);
+    }
+    this.#sinceSweep++;
+    this.#drain();
+  }
+
+  /** @internal Drop every waiting ticket of an owner (its subscription ended). */
+  cancelOwner(owner: object): void {
+    let dropped = 0;
+    const keep = (t: GateTicket) => {
+      if (t.owner !== owner) return true;
+      t.cancelled = true;
+      dropped++;
+      return false;
+    };
+    this.#global.filterInPlace(keep);
+    for (const [, entry] of this.#entries) {
+      if (entry.waiting === undefined || entry.waiting.size === 0) continue;
+      entry.waiting.filterInPlace(keep);
+      if (entry.waiting.size === 0) this.#clearTimer(entry);
+    }
+    this.#held -= dropped;
+  }
+
+  /** @internal A gate subscription or an observer started; timers may run. */
+  attach(): void {
+    this.#attach();
+  }
+
+  /** @internal A gate subscription or an observer ended; with none left, no timer stays. */
+  detach(): void {
+    this.#detach();
+  }
+
+  /** @internal Emit an event (for the operators of this package). */
+  emit(event: ThrottleEvent): void {
+    this.#emit(event);
+  }
+
+  /** @internal Whether anyone listens to events (to skip building them). */
+  get observed(): boolean {
+    return this.#events.observed || this.settings.debug;
+  }
+
+  // ---------------------------------------------------------------------------
+
+  #tryStart(ticket: GateTicket, fromGlobal = false): boolean {
+    if (this.#active >= this.settings.concurrentRequests || (!fromGlobal && this.#global.size > 0)) {
+      this.#global.push(ticket);
+      if (this.#events.observed) this.#delayed(undefined, "global", Infinity);
+      return false;
+    }
+    const now = this.scheduler.now();
+    const names = ticket.claims.names;
+    const amounts = ticket.claims.amounts ?? NO_AMOUNTS;
+    for (let i = 0; i < names.length; i++) {
+      const scope = names[i]!;
+      const entry = this.#entry(scope);
+      if (entry.waiting !== undefined && entry.waiting.size > 0) {
+        // Keep the order of the scope: behind those already waiting.
+        entry.waiting.push(ticket);
+        return false;
+      }
+      this.#advance(scope, entry, now);
+      const wait = entry.manager.canSend(now, amounts[i]);
+      if (wait > 0) {
+        (entry.waiting ??= new Deque()).push(ticket);
+        if (wait !== Infinity) this.#armTimer(scope, entry, now + wait);
+        if (this.#events.observed) this.#delayed(scope, this.#reason(entry, now, wait), wait);
+        return false;
+      }
+    }
+    this.#start(ticket, now);
+    return true;
+  }
+
+  #start(ticket: GateTicket, now: number): void {
+    const names = ticket.claims.names;
+    const amounts = ticket.claims.amounts ?? NO_AMOUNTS;
+    this.#active++;
+    // Keep least-recently-used order once eviction by count could matter.
+    const lru = this.settings.scopeLimit > 0 && this.#entries.size > this.settings.scopeLimit >> 1;
+    for (let i = 0; i < names.length; i++) {
+      const scope = names[i]!;
+      const entry = this.#entries.get(scope)!;
+      if (lru) {
+        this.#entries.delete(scope);
+        this.#entries.set(scope, entry);
+      }
+      entry.manager.recordSent(now, amounts[i]);
+      this.#changed(scope, entry, now);
+    }
+    ticket.start();
+  }
+
+  /** Start waiting tickets of a scope while its head can go. */
+  #pumpScope(scope: string, entry: ScopeEntry): void {
+    const waiting = entry.waiting;
+    if (waiting === undefined) return;
+    while (waiting.size > 0) {
+      if (this.#active >= this.settings.concurrentRequests) {
+        this.#stalled.add(scope);
+        return;
+      }
+      const ticket = waiting.peek()!;
+      const now = this.scheduler.now();
+      const names = ticket.claims.names;
+      const amounts = ticket.claims.amounts ?? NO_AMOUNTS;
+      let blockedBy: string | undefined;
+      let blockedEntry: ScopeEntry | undefined;
+      let blockedWait = 0;
+      for (let i = 0; i < names.length; i++) {
+        const other = names[i]!;
+        const e = other === scope ? entry : this.#entry(other);
+        if (e !== entry && e.waiting !== undefined && e.waiting.size > 0) {
+          blockedBy = other;
+          blockedEntry = e;
+          blockedWait = Infinity;
+          break;
+        }
+        this.#advance(other, e, now);
+        const wait = e.manager.canSend(now, amounts[i]);
+        if (wait > 0) {
+          blockedBy = other;
+          blockedEntry = e;
+          blockedWait = wait;
+          break;
+        }
+      }
+      if (blockedEntry === undefined) {
+        waiting.shift();
+        this.#held--;
+        this.#start(ticket, now);
+        continue;
+      }
+      if (blockedEntry === entry) {
+        if (blockedWait !== Infinity) this.#armTimer(scope, entry, now + blockedWait);
+        return;
+      }
+      // Blocked by another scope: wait there instead, so this scope's other
+      // requests are not held up behind it (no partial holds either).
+      waiting.shift();
+      (blockedEntry.waiting ??= new Deque()).push(ticket);
+      if (blockedWait !== Infinity) this.#armTimer(blockedBy!, blockedEntry, now + blockedWait);
+    }
+    this.#clearTimer(entry);
+  }
+
+  #pumpGlobal(): void {
+    while (this.#global.size > 0 && this.#active < this.settings.concurrentRequests) {
+      const ticket = this.#global.shift()!;
+      this.#held--;
+      if (!this.#tryStart(ticket, true)) this.#held++;
+    }
+  }
+
+  /**
+   * Look again at every scope that may have a request ready. Starting a
+   * request can settle it synchronously (a download that answers at once) and
+   * call `release` from inside this loop: the flag turns that nested call into
+   * more work for this loop instead of a deeper stack.
+   */
+  #drain(): void {
+    if (this.#draining) return;
+    this.#draining = true;
+    try {
+      const cap = this.settings.concurrentRequests;
+      for (;;) {
+        this.#pumpGlobal();
+        if (this.#dirty.length > 0) {
+          const scope = this.#dirty.pop()!;
+          const entry = this.#entries.get(scope);
+          if (entry !== undefined) this.#pumpScope(scope, entry);
+          continue;
+        }
+        if (this.#stalled.size > 0 && this.#active < cap) {
+          for (const scope of this.#stalled) {
+            this.#stalled.delete(scope);
+            this.#dirty.push(scope);
+            if (this.#dirty.length >= cap - this.#active) break;
+          }
+          continue;
+        }
+        break;
+      }
+    } finally {
+      this.#draining = false;
+    }
+  }
+
+  #armTimer(scope: string, entry: ScopeEntry, at: number): void {
+    if (entry.timer !== undefined) {
+      if (entry.timerAt <= at) return;
+      entry.timer.unsubscribe();
+    }
+    entry.timerAt = at;
+    entry.timer = this.scheduler.schedule(() => {
+      entry.timer = undefined;
+      entry.timerAt = Infinity;
+      if (this.#entries.get(scope) !== entry) return;
+      this.#dirty.push(scope);
+      this.#drain();
+    }, Math.max(0, at - this.scheduler.now()));
+  }
+
+  #clearTimer(entry: ScopeEntry): void {
+    if (entry.timer !== undefined) {
+      entry.timer.unsubscribe();
+      entry.timer = undefined;
+      entry.timerAt = Infinity;
+    }
+  }
+
+  #entry(scope: string): ScopeEntry {
+    let entry = this.#entries.get(scope);
+    if (entry !== undefined) return entry;
+    const kind = scopeKind(scope);
+    const config = resolveScopeConfig(this.settings, scope, kind);
+    const factory = config.manager ?? this.#factory;
+    const manager = factory !== undefined
+      ? factory({ scope, config, random: this.#random })
+      : new ThrottlingScopeManager({ scope, config, random: this.#random });
+    entry = { manager, kind, waiting: undefined, timer: undefined, timerAt: Infinity, wake: undefined, wakeAt: Infinity };
+    this.#entries.set(scope, entry);
+    if (this.#events.observed) this.#emit({ type: "scope-created", at: this.scheduler.now(), scope });
+    this.#sinceSweep++;
+    return entry;
+  }
+
+  /**
+   * Evict idle scopes, least recently used first: over the count limit, and
+   * those idle longer than `scopeMaxIdleMs`. Busy scopes met on the way move
+   * to the back, so a sweep looks at a bounded number of entries and the cost
+   * stays O(1) amortised per request.
+   */
+  #sweep(): void {
+    this.#sinceSweep = 0;
+    const limit = this.settings.scopeLimit;
+    const maxIdle = this.settings.scopeMaxIdleMs;
+    if (limit === 0 && maxIdle === 0) return;
+    const now = this.scheduler.now();
+    let over = limit > 0 ? this.#entries.size - limit : 0;
+    let budget = 64 + Math.max(0, over) * 2;
+    for (const [scope, entry] of this.#entries) {
+      if (budget-- <= 0) break;
+      const free = (entry.waiting === undefined || entry.waiting.size === 0) &&
+        !this.#watchers.has(scope) && entry.manager.isIdle(now, 0);
+      if (free && (over > 0 || (maxIdle > 0 && entry.manager.isIdle(now, maxIdle)))) {
+        this.#evict(scope, entry, over > 0 ? "limit" : "idle", now);
+        over--;
+        continue;
+      }
+      if (free) {
+        if (over <= 0) break; // the rest were used more recently still
+        continue;
+      }
+      this.#entries.delete(scope);
+      this.#entries.set(scope, entry);
+    }
+  }
+
+  #evict(scope: string, entry: ScopeEntry, reason: "idle" | "limit", now: number): void {
+    this.#clearTimer(entry);
+    entry.wake?.unsubscribe();
+    this.#entries.delete(scope);
+    this.#stalled.delete(scope);
+    if (this.#events.observed) this.#emit({ type: "scope-evicted", at: now, scope, reason });
+  }
+
+  #advance(scope: string, entry: ScopeEntry, now: number): void {
+    const advance = entry.manager.advance;
+    if (advance === undefined) return;
+    const steps = advance.call(entry.manager, now);
+    if (steps.length === 0) return;
+    for (const step of steps) this.#emitStep(scope, step, now);
+  }
+
+  #emitStep(scope: string, step: ScopeStep, at: number): void {
+    if (!this.observed) return;
+    this.#emit(
+      match(step)
+        .with({ kind: "recovery" }, (s): ThrottleEvent => ({
+          type: "recovery",
+          at,
+          scope,
+          delayMs: s.delayMs,
+          level: s.level,
+        }))
+        .with({ kind: "rampup" }, (s): ThrottleEvent => ({
+          type: "rampup",
+          at,
+          scope,
+          delayMs: s.delayMs,
+          concurrency: s.concurrency,
+          why: s.why,
+        }))
+        .with({ kind: "backoff" }, (s): ThrottleEvent => ({
+          type: "backoff",
+          at,
+          scope,
+          delayMs: s.delayMs,
+          level: s.level,
+          concurrency: s.concurrency,
+          holdUntil: s.holdUntil,
+          cause: s.cause,
+        }))
+        .with({ kind: "hold" }, (s): ThrottleEvent => ({
+          type: "hold",
+          at,
+          scope,
+          until: s.until,
+          source: "retry-after",
+        }))
+        .exhaustive(),
+    );
+  }
+
+  /** Tell watchers; keep a wake-up timer for changes the manager makes by itself. */
+  #changed(scope: string, entry: ScopeEntry, now: number): void {
+    if (this.#allWatchers.size > 0 || this.#watchers.size > 0) {
+      const set = this.#watchers.get(scope);
+      if (set !== undefined || this.#allWatchers.size > 0) {
+        const s = this.#stateOf(scope, entry);
+        if (set !== undefined) for (const fn of set) fn(s);
+        for (const fn of this.#allWatchers) fn(s);
+      }
+    }
+    if (this.#attached > 0 && entry.manager.nextWakeAt !== undefined) this.#armWake(scope, entry, now);
+  }
+
+  #armWake(scope: string, entry: ScopeEntry, now: number): void {
+    const at = entry.manager.nextWakeAt!(now);
+    if (at === undefined) {
+      if (entry.wake !== undefined) {
+        entry.wake.unsubscribe();
+        entry.wake = undefined;
+        entry.wakeAt = Infinity;
+      }
+      return;
+    }
+    if (entry.wake !== undefined && entry.wakeAt === at) return;
+    entry.wake?.unsubscribe();
+    entry.wakeAt = at;
+    entry.wake = this.scheduler.schedule(() => {
+      entry.wake = undefined;
+      entry.wakeAt = Infinity;
+      if (this.#entries.get(scope) !== entry) return;
+      const t = this.scheduler.now();
+      this.#advance(scope, entry, t);
+      this.#changed(scope, entry, t);
+      this.#dirty.push(scope);
+      this.#drain();
+    }, Math.max(0, at - now));
+  }
+
+  #attach(): void {
+    this.#attached++;
+  }
+
+  #detach(): void {
+    this.#attached--;
+    if (this.#attached > 0) return;
+    for (const entry of this.#entries.values()) {
+      if (entry.wake !== undefined) {
+        entry.wake.unsubscribe();
+        entry.wake = undefined;
+        entry.wakeAt = Infinity;
+      }
+      if (entry.waiting === undefined || entry.waiting.size === 0) this.#clearTimer(entry);
+    }
+  }
+
+  #stateOf(scope: string, entry: ScopeEntry): ScopeState {
+    const now = this.scheduler.now();
+    return entry.manager.state?.(now) ?? {
+      scope,
+      delayMs: 0,
+      baseDelayMs: 0,
+      concurrency: 0,
+      active: 0,
+      backoffLevel: 0,
+      holdUntil: 0,
+      nextSendAt: 0,
+      quota: undefined,
+      rampup: false,
+    };
+  }
+
+  #reason(entry: ScopeEntry, now: number, wait: number): WaitReason {
+    if (wait === Infinity) return "concurrency";
+    const s = entry.manager.state?.(now);
+    if (s === undefined) return "delay";
+    if (s.holdUntil > now && s.holdUntil - now >= wait) return "hold";
+    if (s.nextSendAt > now && s.nextSendAt - now >= wait) return "delay";
+    return "quota";
+  }
+
+  #delayed(scope: string | undefined, reason: WaitReason, waitMs: number): void {
+    this.#emit({ type: "request-delayed", at: this.scheduler.now(), scope, reason, waitMs });
+  }
+
+  #emit(event: ThrottleEvent): void {
+    if (this.settings.debug) this.#log(`[politely] ${formatEvent(event)}`);
+    this.#events.next(event);
+  }
+}
+
+/** One readable line for an event (THROTTLING_DEBUG). */
+export function formatEvent(event: ThrottleEvent): string {
+  const { type, at, ...rest } = event;
+  const parts = Object.entries(rest)
+    .filter(([, v]) => v !== undefined)
+    .map(([k, v]) => `${k}=${Array.isArray(v) ? v.join(",") : typeof v === "number" ? Math.round(v * 1000) / 1000 : v}`);
+  return `${Math.round(at)} ${type} ${parts.join(" ")}`;
+}
+
+function describe(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+/**
+ * Create a throttler from settings (camelCase, ms), validated now.
+ *
+ * @param settings Settings; anything left out takes its default.
+ * @param options Scheduler, random source, scope function, scope manager.
+ * @returns The throttler.
+ * @throws {TypeError | RangeError} naming the setting that is wrong.
+ * @example
+ * ```ts
+ * import { createThrottler } from "./throttler.ts";
+ * const throttler = createThrottler({ concurrentRequestsPerDomain: 2, downloadDelayMs: 250 });
+ * console.assert(throttler.settings.concurrentRequests === 16);
+ * ```
+ */
+export function createThrottler<R = unknown>(
+  settings: ThrottlerSettingsInput = {},
+  options: ThrottlerOptions<R> = {},
+): Throttler<R> {
+  return new Throttler<R>(parseSettings(settings), options);
+}

@@ -1,0 +1,344 @@
+/**
+ * `throttleByScope`: the gate. Each request waits until every one of its
+ * throttling scopes allows it, is downloaded, and comes out as an outcome.
+ *
+ * @module
+ */
+import {
+  from,
+  Observable,
+  type ObservableInput,
+  type OperatorFunction,
+  type Subscriber,
+  type Subscription,
+} from "rxjs";
+import { type Outcome, outcomeStatus } from "../lib/outcome.ts";
+import { requestMeta } from "../lib/request.ts";
+import type { RequestScopes } from "../lib/scopes.ts";
+import type { GateTicket, Throttler } from "../lib/throttler.ts";
+import { RESUBMIT, type Resubmit } from "../lib/_resubmit.ts";
+
+/** What a download function is given besides the request. */
+export interface DownloadContext {
+  /** Aborted when the pipeline is unsubscribed. */
+  readonly signal: AbortSignal;
+  /** 1 for the first try, 2 for the first retry, ... */
+  readonly attempt: number;
+  /** The scopes the request is counted against. */
+  readonly scopes: readonly string[];
+}
+
+/** Downloads one request: a Promise, or any ObservableInput whose first value is the response. */
+export type DownloadFn<R, T> = (request: R, context: DownloadContext) => PromiseLike<T> | ObservableInput<T>;
+
+/** Put into an error outcome when a download Observable completes without a value. */
+export class EmptyDownloadError extends Error {
+  override readonly name = "EmptyDownloadError";
+}
+
+/**
+ * The throttling gate, an operator from requests to outcomes.
+ *
+ * Requests wait (none is dropped) until every scope allows them and the
+ * throttler's global cap has room; each is then counted against all its scopes
+ * at once and downloaded. A failing download, an unusable URL or bad scopes
+ * become `{ kind: "error" }` outcomes: the pipeline goes on. Each outcome is
+ * emitted *before* the request's slot is freed, so an operator placed right
+ * after (`backoffOn`) sees it before the scope's next request can go.
+ * Unsubscribing aborts the downloads in flight, drops the waiting requests and
+ * clears every timer.
+ *
+ * @param throttler The throttler whose scopes and limits apply (may be shared by pipelines).
+ * @param download Downloads one request; gets an AbortSignal, the attempt and the scopes.
+ * @returns An operator from requests to outcomes.
+ * @example A pipeline in a few lines
+ * ```ts
+ * import { from } from "rxjs";
+ * import { createThrottler, throttleByScope } from "../mod.ts";
+ * const throttler = createThrottler({ concurrentRequestsPerDomain: 2, downloadDelayMs: 100 });
+ * from(["https://example.com/a", "https://example.com/b"]).pipe(
+ *   throttleByScope(throttler, (url) => Promise.resolve({ status: 200, url })),
+ * ).subscribe((o) => console.log(o.kind, o.request));
+ * ```
+ */
+export function throttleByScope<R, T>(
+  throttler: Throttler<R>,
+  download: DownloadFn<R, T>,
+): OperatorFunction<R, Outcome<R, T>> {
+  return (source) =>
+    new Observable<Outcome<R, T>>((subscriber) => {
+      // Everything belongs to this subscription alone (see Gate).
+      const gate = new Gate(throttler, download, subscriber);
+      throttler.attach();
+      gate.subscription = source.subscribe({
+        next: (request) => gate.accept(request, 1, 0),
+        error: (error) => gate.error(error),
+        complete: () => gate.sourceComplete(),
+      });
+      return () => gate.teardown();
+    });
+}
+
+/** The state of one subscription of the gate. */
+class Gate<R, T> {
+  readonly throttler: Throttler<R>;
+  readonly download: DownloadFn<R, T>;
+  readonly subscriber: Subscriber<Outcome<R, T>>;
+  subscription: Subscription | undefined;
+  sourceDone = false;
+  closed = false;
+  /** Requests accepted and not yet out as an outcome (waiting, resolving scopes, in flight). */
+  open = 0;
+  /** Requests in flight, as an intrusive list (no allocation per request). */
+  head: Flight<R, T> | undefined;
+  readonly timers = new Set<Subscription>();
+  readonly resubmit: Resubmit;
+
+  constructor(throttler: Throttler<R>, download: DownloadFn<R, T>, subscriber: Subscriber<Outcome<R, T>>) {
+    this.throttler = throttler;
+    this.download = download;
+    this.subscriber = subscriber;
+    this.resubmit = (outcome, delayMs) => {
+      if (this.closed) return false;
+      this.accept(outcome.request as R, outcome.attempt + 1, delayMs ?? 0);
+      return true;
+    };
+  }
+
+  accept(request: R, attempt: number, extraDelayMs: number): void {
+    this.open++;
+    let scopes: RequestScopes | Promise<RequestScopes>;
+    try {
+      scopes = this.throttler.resolveScopes(request);
+    } catch (error) {
+      this.fail(request, attempt, error);
+      return;
+    }
+    const delay = attempt === 1 ? (requestMeta(request)?.throttlingDelayMs ?? 0) : extraDelayMs;
+    if (scopes instanceof Promise) {
+      scopes.then(
+        (s) => this.#afterDelay(request, attempt, s, delay),
+        (error) => {
+          if (!this.closed) this.fail(request, attempt, error);
+        },
+      );
+    } else {
+      this.#afterDelay(request, attempt, scopes, delay);
+    }
+  }
+
+  #afterDelay(request: R, attempt: number, scopes: RequestScopes, delay: number): void {
+    if (this.closed) return;
+    if (!(delay > 0)) {
+      this.throttler.submit(new Flight(this, request, attempt, scopes));
+      return;
+    }
+    const throttler = this.throttler;
+    if (throttler.observed) {
+      throttler.emit({
+        type: "request-delayed",
+        at: throttler.scheduler.now(),
+        scope: undefined,
+        reason: "request-delay",
+        waitMs: delay,
+      });
+    }
+    const timer = throttler.scheduler.schedule(() => {
+      this.timers.delete(timer);
+      if (!this.closed) throttler.submit(new Flight(this, request, attempt, scopes));
+    }, delay);
+    this.timers.add(timer);
+  }
+
+  /** A request that never reached the gate (bad URL, bad scopes). */
+  fail(request: R, attempt: number, error: unknown): void {
+    this.open--;
+    this.emit({
+      kind: "error",
+      request,
+      error,
+      scopes: [],
+      attempt,
+      sentAt: Number.NaN,
+      latencyMs: 0,
+      [RESUBMIT]: this.resubmit,
+    } as unknown as Outcome<R, T>);
+    this.maybeComplete();
+  }
+
+  emit(outcome: Outcome<R, T>): void {
+    this.subscriber.next(outcome);
+  }
+
+  maybeComplete(): void {
+    if (this.sourceDone && this.open === 0 && !this.closed) {
+      this.closed = true;
+      this.subscriber.complete();
+    }
+  }
+
+  sourceComplete(): void {
+    this.sourceDone = true;
+    this.maybeComplete();
+  }
+
+  error(error: unknown): void {
+    this.closed = true;
+    this.subscriber.error(error);
+  }
+
+  teardown(): void {
+    this.closed = true;
+    this.subscription?.unsubscribe();
+    this.throttler.cancelOwner(this);
+    for (const timer of this.timers) timer.unsubscribe();
+    this.timers.clear();
+    for (let f = this.head; f !== undefined; f = f.next) f.abort();
+    this.head = undefined;
+    this.throttler.detach();
+  }
+}
+
+/** One request through the gate: its ticket while it waits, then its download. */
+class Flight<R, T> implements GateTicket, DownloadContext {
+  readonly gate: Gate<R, T>;
+  readonly request: R;
+  readonly attempt: number;
+  readonly scopes: readonly string[];
+  readonly claims: RequestScopes;
+  readonly owner: object;
+  cancelled = false;
+  settled = false;
+  sentAt = 0;
+  controller: AbortController | undefined;
+  inner: Subscription | undefined;
+  prev: Flight<R, T> | undefined;
+  next: Flight<R, T> | undefined;
+
+  constructor(gate: Gate<R, T>, request: R, attempt: number, claims: RequestScopes) {
+    this.gate = gate;
+    this.owner = gate;
+    this.request = request;
+    this.attempt = attempt;
+    this.claims = claims;
+    this.scopes = claims.names;
+  }
+
+  get signal(): AbortSignal {
+    // Created on first use: most downloads in a hot loop never read it.
+    return (this.controller ??= new AbortController()).signal;
+  }
+
+  start(): void {
+    const gate = this.gate;
+    const throttler = gate.throttler;
+    this.sentAt = throttler.scheduler.now();
+    // Link into the gate's in-flight list.
+    this.next = gate.head;
+    if (gate.head !== undefined) gate.head.prev = this;
+    gate.head = this;
+    if (throttler.observed) {
+      throttler.emit({ type: "request-sent", at: this.sentAt, scopes: this.scopes, attempt: this.attempt });
+    }
+    let result: PromiseLike<T> | ObservableInput<T>;
+    try {
+      result = gate.download(this.request, this);
+    } catch (error) {
+      this.settle("error", error);
+      return;
+    }
+    if (isPromiseLike<T>(result)) {
+      result.then((value) => this.settle("response", value), (error) => this.settle("error", error));
+      return;
+    }
+    let got = false;
+    this.inner = from(result).subscribe({
+      next: (value) => {
+        if (got) return;
+        got = true;
+        this.settle("response", value);
+        this.inner?.unsubscribe();
+      },
+      error: (error) => this.settle("error", error),
+      complete: () => {
+        if (!got) this.settle("error", new EmptyDownloadError("download completed without a value"));
+      },
+    });
+    if (got) this.inner.unsubscribe();
+  }
+
+  settle(kind: "response" | "error", value: unknown): void {
+    const gate = this.gate;
+    if (this.settled || gate.closed) return;
+    this.settled = true;
+    this.#unlink();
+    gate.open--;
+    const throttler = gate.throttler;
+    const latencyMs = throttler.scheduler.now() - this.sentAt;
+    const outcome = (kind === "response"
+      ? {
+        kind,
+        request: this.request,
+        response: value,
+        scopes: this.scopes,
+        attempt: this.attempt,
+        sentAt: this.sentAt,
+        latencyMs,
+        [RESUBMIT]: gate.resubmit,
+      }
+      : {
+        kind,
+        request: this.request,
+        error: value,
+        scopes: this.scopes,
+        attempt: this.attempt,
+        sentAt: this.sentAt,
+        latencyMs,
+        [RESUBMIT]: gate.resubmit,
+      }) as Outcome<R, T>;
+    if (throttler.observed) {
+      throttler.emit({
+        type: "request-done",
+        at: this.sentAt + latencyMs,
+        scopes: this.scopes,
+        attempt: this.attempt,
+        latencyMs,
+        status: outcomeStatus(outcome),
+        error: outcome.kind === "error" ? errorName(outcome.error) : undefined,
+      });
+    }
+    // Emitted before the slot is freed: backoff recorded downstream must be
+    // in place before this scope's next request can be released.
+    gate.emit(outcome);
+    throttler.release(this.claims);
+    gate.maybeComplete();
+  }
+
+  /** The pipeline was unsubscribed: abort the download and free the slot. */
+  abort(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.inner?.unsubscribe();
+    this.controller?.abort(new DOMException("The pipeline was unsubscribed", "AbortError"));
+    this.gate.throttler.release(this.claims);
+  }
+
+  #unlink(): void {
+    const gate = this.gate;
+    if (this.prev !== undefined) this.prev.next = this.next;
+    else if (gate.head === this) gate.head = this.next;
+    if (this.next !== undefined) this.next.prev = this.prev;
+    this.prev = this.next = undefined;
+  }
+}
+
+function isPromiseLike<T>(value: unknown): value is PromiseLike<T> {
+  return value instanceof Promise ||
+    (typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function" &&
+      typeof (value as { subscribe?: unknown }).subscribe !== "function");
+}
+
+function errorName(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  return String(error);
+}
