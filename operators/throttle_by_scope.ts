@@ -295,7 +295,7 @@ class Flight<R, T> implements GateTicket, DownloadContext {
         sentAt: this.sentAt,
         latencyMs,
         [RESUBMIT]: gate.resubmit,
-      }) as Outcome<R, T>;
+      }) as unknown as Outcome<R, T>;
     if (throttler.observed) {
       throttler.emit({
         type: "request-done",
