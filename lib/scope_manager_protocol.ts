@@ -20,6 +20,13 @@ export interface BackoffSignal {
   readonly cause?: string;
 }
 
+/** How a request settled, for managers that learn from latency. */
+export interface DoneInfo {
+  readonly latencyMs: number;
+  /** HTTP status, when the download produced a response that has one. */
+  readonly status: number | undefined;
+}
+
 /** A correction to a scope's quota use, from the response. */
 export interface QuotaReconciliation {
   /** Add this much to what the window has used (may be negative). */
@@ -64,8 +71,11 @@ export interface ThrottlingScopeManagerProtocol {
   canSend(now: number, amount?: number): number;
   /** A request consuming `amount` was sent now. */
   recordSent(now: number, amount?: number): void;
-  /** A request of this scope settled now. */
-  recordDone(now: number): void;
+  /**
+   * A request of this scope settled now; `result` tells how (latency-based
+   * managers such as AutoThrottle read it).
+   */
+  recordDone(now: number, result?: DoneInfo): void;
   /** A backoff trigger was seen now. */
   recordBackoff(now: number, signal?: BackoffSignal): void;
   /** Correct the quota use of the current window. */

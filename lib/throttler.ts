@@ -14,6 +14,7 @@ import { requestMeta, requestUrl, type ScopesInput } from "./request.ts";
 import { ThrottlingScopeManager } from "./scope_manager.ts";
 import type {
   BackoffSignal,
+  DoneInfo,
   QuotaReconciliation,
   ScopeState,
   ScopeStep,
@@ -333,14 +334,14 @@ export class Throttler<R = unknown> {
   }
 
   /** @internal A started request settled: free its slot in every scope. */
-  release(scopes: RequestScopes): void {
+  release(scopes: RequestScopes, result?: DoneInfo): void {
     const now = this.scheduler.now();
     this.#active--;
     const names = scopes.names;
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
       const entry = this.#entries.get(scope) ?? this.#entry(scope);
-      entry.manager.recordDone(now);
+      entry.manager.recordDone(now, result);
       this.#changed(scope, entry, now);
       this.#dirty.push(scope);
     }

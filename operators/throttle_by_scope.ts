@@ -296,6 +296,7 @@ class Flight<R, T> implements GateTicket, DownloadContext {
         latencyMs,
         [RESUBMIT]: gate.resubmit,
       }) as unknown as Outcome<R, T>;
+    const status = outcomeStatus(outcome);
     if (throttler.observed) {
       throttler.emit({
         type: "request-done",
@@ -303,14 +304,14 @@ class Flight<R, T> implements GateTicket, DownloadContext {
         scopes: this.scopes,
         attempt: this.attempt,
         latencyMs,
-        status: outcomeStatus(outcome),
+        status,
         error: outcome.kind === "error" ? errorName(outcome.error) : undefined,
       });
     }
     // Emitted before the slot is freed: backoff recorded downstream must be
     // in place before this scope's next request can be released.
     gate.emit(outcome);
-    throttler.release(this.claims);
+    throttler.release(this.claims, { latencyMs, status });
     gate.maybeComplete();
   }
 
