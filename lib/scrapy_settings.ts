@@ -775,7 +775,7 @@ const TEXT_SETTINGS =
  * `{"a.com": {"delay": 2}}`), Python literals too (`True`, `None`,
  * `{'a.com': {'rampup': True}}`, `(1, 3)`), else the text itself. For settings
  * whose value is text (`USER_AGENT`, `JOBDIR`, class paths) the text is kept
- * as written unless it is a quoted string.
+ * as written unless it is a quoted string or `None`.
  *
  * @param name The setting's name (Scrapy's or ours).
  * @param text What followed `=`.
@@ -793,7 +793,9 @@ export function parseSettingValue(name: string, text: string): unknown {
   const parsed = parseLiteral(trimmed);
   const lastSegment = name.slice(name.lastIndexOf(".") + 1);
   if (TEXT_SETTINGS.test(lastSegment)) {
-    return parsed.ok && typeof parsed.value === "string" ? parsed.value : text;
+    return parsed.ok && (typeof parsed.value === "string" || parsed.value === null)
+      ? parsed.value
+      : text;
   }
   return parsed.ok ? parsed.value : text;
 }
