@@ -1,7 +1,8 @@
 /**
  * A request's throttling scopes: how they are written (`ScopesInput`), how the
  * throttler holds them (`RequestScopes`), the default (the URL's host), and the
- * reference's helpers `addScope` and `scopeCache`.
+ * reference's helpers `addScope` and `scopeCache`. The default scope of a URL
+ * (its host) is `hostScope` in `domain_scopes.ts`.
  *
  * @module
  */
@@ -81,46 +82,6 @@ export function normalizeScopes(input: ScopesInput): RequestScopes {
   }
   return { names, amounts };
 }
-
-const DEFAULT_PORTS: Readonly<Record<string, string>> = { "http:": "80", "https:": "443", "ws:": "80", "wss:": "443" };
-
-/**
- * The default scope of a URL: its host (hostname, plus the port when it is not
- * the scheme's default), lower-cased.
- *
- * @param url An absolute URL.
- * @returns The host scope.
- * @throws {TypeError} when the URL cannot be parsed or has no host.
- * @example
- * ```ts
- * import { hostScope } from "./scopes.ts";
- * console.assert(hostScope("https://Example.com:443/a") === "example.com");
- * console.assert(hostScope("http://127.0.0.1:8080/") === "127.0.0.1:8080");
- * ```
- */
-export function hostScope(url: string): string {
-  // Fast path for the common `http(s)://host[:port]/...` form; anything
-  // unusual (userinfo, IPv6, odd characters) goes through the URL parser.
-  const m = FAST_URL.exec(url);
-  if (m !== null) {
-    const scheme = m[1]!.toLowerCase();
-    const host = m[2]!.toLowerCase();
-    const port = m[3];
-    if (port === undefined || port === (scheme === "https" ? "443" : "80")) return host;
-    return `${host}:${port}`;
-  }
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch (cause) {
-    throw new TypeError(`Invalid URL: current value is ${JSON.stringify(url)}`, { cause });
-  }
-  if (parsed.hostname === "") throw new TypeError(`URL has no host: current value is ${JSON.stringify(url)}`);
-  const port = parsed.port;
-  return port === "" || DEFAULT_PORTS[parsed.protocol] === port ? parsed.hostname : `${parsed.hostname}:${port}`;
-}
-
-const FAST_URL = /^(https?):\/\/([a-z0-9.-]+)(?::(\d{1,5}))?(?:[/?#]|$)/i;
 
 /**
  * Add a scope to scopes returned by a scope function (the reference's `add_scope`).

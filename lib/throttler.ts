@@ -20,7 +20,8 @@ import type {
   ScopeStep,
   ThrottlingScopeManagerProtocol,
 } from "./scope_manager_protocol.ts";
-import { hostScope, InvalidScopesError, normalizeScopes, type RequestScopes } from "./scopes.ts";
+import { hostScope } from "./domain_scopes.ts";
+import { InvalidScopesError, normalizeScopes, type RequestScopes } from "./scopes.ts";
 import {
   parseSettings,
   resolveScopeConfig,

@@ -1,0 +1,171 @@
+/**
+ * `backoffOn`: reads every outcome of `throttleByScope`, slows down the scopes
+ * a server is unhappy with, honours Retry-After / RateLimit holds, reconciles
+ * quotas, and sends failed attempts through the gate again.
+ *
+ * @module
+ */
+import { Observable, type OperatorFunction } from "rxjs";
+import { classifyDownloadError, errorMatches } from "../lib/download_errors.ts";
+import type { Outcome } from "../lib/outcome.ts";
+import { outcomeStatus } from "../lib/outcome.ts";
+import { requestMeta } from "../lib/request.ts";
+import { defaultResponseBackoff, type ResponseBackoff } from "../lib/response_backoff.ts";
+import type { ErrorMatcher } from "../lib/settings.ts";
+import type { Throttler } from "../lib/throttler.ts";
+import { resubmitOf } from "../lib/_resubmit.ts";
+
+/** When and how often failed attempts are sent again. */
+export interface RetryOptions {
+  /** Retry at all. @default settings.retry.enabled (RETRY_ENABLED, true) */
+  readonly enabled?: boolean;
+  /** Retries after the first attempt. @default settings.retry.times (RETRY_TIMES, 2) */
+  readonly times?: number;
+  /** Statuses worth another attempt. @default settings.retry.httpCodes (RETRY_HTTP_CODES) */
+  readonly httpCodes?: readonly number[];
+  /** Download errors worth another attempt. @default the backoff exceptions of the settings */
+  readonly exceptions?: readonly ErrorMatcher[];
+  /** Decide yourself (overrides the two above when it returns a boolean). */
+  readonly when?: (outcome: Outcome<unknown, unknown>) => boolean | undefined;
+}
+
+/** Options of {@link backoffOn}. */
+export interface BackoffOnOptions<R, T> {
+  /** Retrying; `false` turns it off. @default from the throttler's settings */
+  readonly retry?: boolean | RetryOptions;
+  /**
+   * What an outcome does to each scope (the reference's
+   * `get_response_backoff`). `base` is the default reading, to call as
+   * "super": wrap it to read an upstream status header, or to report actual
+   * costs with `updateScopeBackoff`.
+   * @default the default reading
+   */
+  readonly getResponseBackoff?: (
+    outcome: Outcome<R, T>,
+    base: (outcome: Outcome<R, T>) => ResponseBackoff,
+  ) => ResponseBackoff;
+  /**
+   * Wall-clock time in epoch ms, for HTTP-dates in Retry-After when the
+   * response has no `Date` header.
+   * @default the throttler's scheduler `now()` (epoch ms with asyncScheduler)
+   */
+  readonly nowEpochMs?: () => number;
+}
+
+/**
+ * Backoff and retries for a `throttleByScope` pipeline. Put it **right after**
+ * `throttleByScope`: the gate emits each outcome before it frees the request's
+ * slot, so the backoff recorded here is in place before the scope's next
+ * request can go, even at high concurrency.
+ *
+ * For each outcome (unless `meta.throttlingDontTrack`): each scope whose
+ * `backoff.httpCodes` contain the status, or whose `backoff.exceptions` match
+ * the error, takes a backoff step; a Retry-After / RateLimit delay on such a
+ * trigger becomes a hold capped at the scope's max delay; quota scopes are
+ * reconciled from rate-limit headers. Then an attempt that failed in a
+ * retryable way is sent through the gate again (each attempt is seen here),
+ * until the retries run out: the last attempt comes out with `exhausted:
+ * true`. Nothing is dropped.
+ *
+ * @param throttler The throttler the gate uses.
+ * @param options Retry options, a custom reading of outcomes, the wall clock.
+ * @returns An operator from outcomes to outcomes.
+ * @example
+ * ```ts
+ * import { from } from "rxjs";
+ * import { backoffOn, createThrottler, throttleByScope } from "../mod.ts";
+ * const throttler = createThrottler({ retry: { times: 3 } });
+ * from(["https://example.com/"]).pipe(
+ *   throttleByScope(throttler, (url) => Promise.resolve({ status: 200, url })),
+ *   backoffOn(throttler),
+ * ).subscribe((o) => console.log(o.kind, o.attempt));
+ * ```
+ */
+export function backoffOn<R, T>(
+  throttler: Throttler<R>,
+  options: BackoffOnOptions<R, T> = {},
+): OperatorFunction<Outcome<R, T>, Outcome<R, T>> {
+  const settings = throttler.settings;
+  const retryOption = options.retry;
+  const retry = retryOption === false
+    ? { enabled: false, times: 0, httpCodes: [] as readonly number[], exceptions: [] as readonly ErrorMatcher[], when: undefined }
+    : {
+      enabled: (typeof retryOption === "object" ? retryOption.enabled : undefined) ?? settings.retry.enabled,
+      times: (typeof retryOption === "object" ? retryOption.times : undefined) ?? settings.retry.times,
+      httpCodes: (typeof retryOption === "object" ? retryOption.httpCodes : undefined) ?? settings.retry.httpCodes,
+      exceptions: (typeof retryOption === "object" ? retryOption.exceptions : undefined) ??
+        settings.backoff.exceptions,
+      when: typeof retryOption === "object" ? retryOption.when : undefined,
+    };
+  if (!Number.isInteger(retry.times) || retry.times < 0) {
+    throw new RangeError(
+      `Cannot create backoffOn as 'retry.times' must be an integer >= 0: current value is ${retry.times}`,
+    );
+  }
+  const clock = options.nowEpochMs ?? (() => throttler.scheduler.now());
+  const custom = options.getResponseBackoff;
+  const base = (outcome: Outcome<R, T>) =>
+    defaultResponseBackoff(throttler as Throttler<unknown>, outcome as Outcome<unknown, unknown>, clock());
+
+  return (source) =>
+    new Observable<Outcome<R, T>>((subscriber) =>
+      source.subscribe({
+        next: (outcome) => {
+          if (requestMeta(outcome.request)?.throttlingDontTrack !== true) apply(outcome);
+          const status = outcomeStatus(outcome);
+          const retryable = retry.enabled && isRetryable(outcome, status);
+          if (retryable && outcome.attempt <= retry.times) {
+            const resubmit = resubmitOf(outcome as Outcome<unknown, unknown>);
+            if (resubmit !== undefined && resubmit(outcome as Outcome<unknown, unknown>)) {
+              if (throttler.observed) {
+                throttler.emit({
+                  type: "retry",
+                  at: throttler.scheduler.now(),
+                  scopes: outcome.scopes,
+                  attempt: outcome.attempt + 1,
+                  cause: status !== undefined ? `status ${status}` : describeError(outcome),
+                });
+              }
+              return;
+            }
+          }
+          subscriber.next(retryable ? { ...outcome, exhausted: true } : outcome);
+        },
+        error: (error) => subscriber.error(error),
+        complete: () => subscriber.complete(),
+      })
+    );
+
+  function apply(outcome: Outcome<R, T>): void {
+    const backoff = custom === undefined ? base(outcome) : custom(outcome, base);
+    for (const scope of Object.keys(backoff)) {
+      const b = backoff[scope]!;
+      if (b.trigger) {
+        throttler.recordBackoff(
+          scope,
+          b.holdMs === undefined ? { cause: b.cause ?? "trigger" } : { holdMs: b.holdMs, cause: b.cause ?? "trigger" },
+          b.holdSource ?? "retry-after",
+        );
+      }
+      if (b.remaining !== undefined || b.consumed !== undefined) {
+        throttler.reconcileQuota(
+          scope,
+          b.remaining !== undefined ? { remaining: b.remaining } : { consumed: b.consumed! },
+        );
+      }
+    }
+  }
+
+  function isRetryable(outcome: Outcome<R, T>, status: number | undefined): boolean {
+    const verdict = retry.when?.(outcome as Outcome<unknown, unknown>);
+    if (verdict !== undefined) return verdict;
+    if (outcome.kind === "response") return status !== undefined && retry.httpCodes.includes(status);
+    return errorMatches(classifyDownloadError(outcome.error), retry.exceptions);
+  }
+}
+
+function describeError(outcome: Outcome<unknown, unknown>): string {
+  if (outcome.kind !== "error") return "retry";
+  const e = outcome.error;
+  return e instanceof Error ? e.name : String(e);
+}
