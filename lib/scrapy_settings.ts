@@ -780,7 +780,7 @@ const TEXT_SETTINGS =
  * @param name The setting's name (Scrapy's or ours).
  * @param text What followed `=`.
  * @returns The value.
- * @example
+ * @example Text, numbers, JSON and Python literals
  * ```ts
  * import { parseSettingValue } from "./scrapy_settings.ts";
  * console.assert(parseSettingValue("DOWNLOAD_DELAY", "0.5") === 0.5);
