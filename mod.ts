@@ -21,3 +21,4 @@ export * from "./lib/response_backoff.ts";
 export * from "./lib/scrapy_settings.ts";
 export * from "./lib/sim/simulated_site.ts";
 export * from "./operators/backoff_on.ts";
+export * from "./lib/fetch_download.ts";
