@@ -1,0 +1,361 @@
+import { describe, expect, it } from "vitest";
+import { ThrottlingScopeManager } from "../lib/scope_manager.ts";
+import {
+  parseSettings,
+  resolveScopeConfig,
+  type ThrottlerSettingsInput,
+  type ThrottlingScopeConfig,
+} from "../lib/settings.ts";
+
+const S = "example.com";
+
+/** A manager of scope `example.com` with its own config and the given random source. */
+function manager(
+  scope: ThrottlingScopeConfig = {},
+  settings: ThrottlerSettingsInput = {},
+  random: () => number = () => 0.5,
+): ThrottlingScopeManager {
+  const config = resolveScopeConfig(parseSettings({ ...settings, scopes: { [S]: scope } }), S);
+  return new ThrottlingScopeManager({ scope: S, config, random });
+}
+
+describe("ThrottlingScopeManager", () => {
+  it("ThrottlingScopeManager.canSend() answers the wait until the delay after the last send", () => {
+    const m = manager({ delayMs: 100, jitter: 0, concurrency: 4 });
+    // [op, now, expected canSend after the op]
+    const table: ["sent" | "check", number, number][] = [
+      ["check", 0, 0],
+      ["sent", 0, 100],
+      ["check", 40, 60],
+      ["check", 99, 1],
+      ["check", 100, 0],
+      ["check", 5_000, 0],
+      ["sent", 5_000, 100],
+      ["check", 5_050, 50],
+    ];
+    for (const [op, now, wait] of table) {
+      if (op === "sent") m.recordSent(now);
+      expect({ op, now, wait: m.canSend(now) }).toEqual({ op, now, wait });
+    }
+  });
+
+  it("ThrottlingScopeManager.canSend() answers Infinity while concurrency is full, 0 after recordDone", () => {
+    const m = manager({ concurrency: 2, delayMs: 0 });
+    m.recordSent(0);
+    expect(m.canSend(0)).toBe(0);
+    m.recordSent(0);
+    expect(m.canSend(0)).toBe(Infinity);
+    expect(m.canSend(1_000_000)).toBe(Infinity);
+    m.recordDone(10);
+    expect(m.canSend(10)).toBe(0);
+    expect(m.state(10).active).toBe(1);
+    // A stray recordDone never makes `active` negative.
+    m.recordDone(11);
+    m.recordDone(12);
+    expect(m.state(12).active).toBe(0);
+  });
+
+  it("ThrottlingScopeManager applies jitter delay * uniform(1 - j, 1 + j) to each send, never to the stored delay", () => {
+    // [jitter, random, expected gap]
+    const table: [number | [number, number] | boolean, number, number][] = [
+      [0, 0.999, 1000],
+      [0.5, 0, 500],
+      [0.5, 0.5, 1000],
+      [0.5, 0.999, 1499],
+      [true, 0, 500],
+      [0.2, 0.25, 900],
+      [[0, 1], 0.5, 1500],
+      [[-0.25, 0], 0, 750],
+    ];
+    for (const [jitter, r, gap] of table) {
+      const m = manager({ delayMs: 1000, jitter, concurrency: 8 }, {}, () => r);
+      m.recordSent(0);
+      expect({ jitter, r, gap: m.canSend(0) }).toEqual({ jitter, r, gap: expect.closeTo(gap, 9) });
+      expect(m.state(0).delayMs).toBe(1000);
+    }
+  });
+
+  it("ThrottlingScopeManager jitter does not compound over many sends (seeded sequence)", () => {
+    const randoms = [0.1, 0.9, 0.0, 0.999, 0.5, 0.3, 0.7];
+    let i = 0;
+    const m = manager(
+      { delayMs: 200, jitter: 0.5, concurrency: 8 },
+      {},
+      () => randoms[i++ % randoms.length]!,
+    );
+    let now = 0;
+    for (let k = 0; k < 21; k++) {
+      const r = randoms[k % randoms.length]!;
+      m.recordSent(now);
+      m.recordDone(now);
+      const gap = m.canSend(now);
+      expect(gap).toBeCloseTo(200 * (0.5 + r), 9);
+      expect(m.state(now).delayMs).toBe(200);
+      now += gap;
+      expect(m.canSend(now)).toBe(0);
+    }
+  });
+
+  it("ThrottlingScopeManager.recordBackoff() steps the delay 1 s, 2 s, 4 s ... 256 s, 300 s from a delay of 0", () => {
+    const m = manager({ delayMs: 0 });
+    const delays: number[] = [];
+    for (let k = 0; k < 11; k++) {
+      m.recordBackoff(k);
+      delays.push(m.state(k).delayMs / 1000);
+    }
+    expect(delays).toEqual([1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+    expect(m.state(11).backoffLevel).toBe(11);
+  });
+
+  it("ThrottlingScopeManager.recordBackoff() multiplies a configured delay by the factor, clamped to [min, max]", () => {
+    // [delayMs, backoff, expected delays after 3 triggers]
+    const table: [number, ThrottlingScopeConfig["backoff"], number[]][] = [
+      [300, {}, [1000, 2000, 4000]],
+      [1500, {}, [3000, 6000, 12000]],
+      [100, { minDelayMs: 50, delayFactor: 3 }, [300, 900, 2700]],
+      [100, { minDelayMs: 50, delayFactor: 3, maxDelayMs: 1000 }, [300, 900, 1000]],
+    ];
+    for (const [delayMs, backoff, expected] of table) {
+      const m = manager(backoff === undefined ? { delayMs } : { delayMs, backoff });
+      const got: number[] = [];
+      for (let k = 0; k < 3; k++) {
+        m.recordBackoff(0);
+        got.push(m.state(0).delayMs);
+      }
+      expect({ delayMs, got }).toEqual({ delayMs, got: expected });
+    }
+  });
+
+  it("ThrottlingScopeManager recovers one trigger per full quiet window, back to the configured delay", () => {
+    const m = manager({ delayMs: 0, backoff: { windowMs: 60_000 } });
+    m.recordBackoff(0);
+    m.recordBackoff(0);
+    expect(m.state(0)).toMatchObject({ delayMs: 2000, backoffLevel: 2 });
+    expect(m.nextWakeAt(0)).toBe(60_000);
+    // [now, steps taken, delay, level]
+    const table: [number, number, number, number][] = [
+      [59_999, 0, 2000, 2],
+      [60_000, 1, 1000, 1],
+      [60_001, 0, 1000, 1],
+      [119_999, 0, 1000, 1],
+      [120_000, 1, 0, 0],
+      [600_000, 0, 0, 0],
+    ];
+    for (const [now, steps, delayMs, level] of table) {
+      const taken = m.advance(now);
+      expect({
+        now,
+        steps: taken.length,
+        delayMs: m.state(now).delayMs,
+        level: m.state(now).backoffLevel,
+      })
+        .toEqual({ now, steps, delayMs, level });
+    }
+    expect(m.nextWakeAt(600_000)).toBeUndefined();
+  });
+
+  it("ThrottlingScopeManager.advance() after a long gap undoes one trigger per whole window elapsed", () => {
+    const m = manager({ delayMs: 500, backoff: { windowMs: 1000 } });
+    for (let k = 0; k < 4; k++) m.recordBackoff(0); // 1000, 2000, 4000, 8000
+    expect(m.state(0).delayMs).toBe(8000);
+    const steps = m.advance(2500);
+    expect(steps).toEqual([
+      { kind: "recovery", delayMs: 4000, level: 3 },
+      { kind: "recovery", delayMs: 2000, level: 2 },
+    ]);
+    expect(m.advance(10_000).map((s) => s.kind === "recovery" && s.delayMs)).toEqual([1000, 500]);
+    expect(m.state(10_000)).toMatchObject({ delayMs: 500, backoffLevel: 0 });
+  });
+
+  it("ThrottlingScopeManager: a new trigger restarts the recovery countdown", () => {
+    const m = manager({ delayMs: 0, backoff: { windowMs: 1000 } });
+    m.recordBackoff(0);
+    m.advance(900);
+    m.recordBackoff(900); // 2000, countdown from 900
+    expect(m.advance(1000)).toEqual([]);
+    expect(m.advance(1899)).toEqual([]);
+    expect(m.advance(1900)).toEqual([{ kind: "recovery", delayMs: 1000, level: 1 }]);
+  });
+
+  it("ThrottlingScopeManager with backoff windowMs 0 recovers at once: no lasting delay", () => {
+    const m = manager({ delayMs: 100, jitter: 0, backoff: { windowMs: 0 } });
+    m.recordBackoff(0);
+    expect(m.state(0)).toMatchObject({ delayMs: 100, backoffLevel: 0 });
+    m.recordBackoff(0, { holdMs: 5000 });
+    expect(m.canSend(1000)).toBe(4000);
+    expect(m.state(0).backoffLevel).toBe(0);
+  });
+
+  it("ThrottlingScopeManager uses the backoff jitter (default ±10%) while in backoff", () => {
+    const lo = manager({ delayMs: 0 }, {}, () => 0);
+    lo.recordBackoff(0);
+    lo.recordSent(0);
+    expect(lo.canSend(0)).toBeCloseTo(900, 9);
+    const hi = manager({ delayMs: 0 }, {}, () => 0.999);
+    hi.recordBackoff(0);
+    hi.recordSent(0);
+    expect(hi.canSend(0)).toBeCloseTo(1099.8, 9);
+  });
+
+  it("ThrottlingScopeManager.recordBackoff() with holdMs holds the scope, capped at maxDelayMs unless uncapped", () => {
+    // [signal, canSend at 1000]
+    const table: [{ holdMs: number; uncapped?: boolean }, number][] = [
+      [{ holdMs: 5000 }, 4000],
+      [{ holdMs: 1_000_000 }, 299_000],
+      [{ holdMs: 1_000_000, uncapped: true }, 999_000],
+    ];
+    for (const [signal, wait] of table) {
+      const m = manager({ delayMs: 0, concurrency: 4 });
+      m.recordBackoff(0, signal);
+      expect({ signal, wait: m.canSend(1000) }).toEqual({ signal, wait });
+      // A hold is also an ordinary trigger: the steady delay takes its step.
+      expect(m.state(1000)).toMatchObject({ delayMs: 1000, backoffLevel: 1 });
+    }
+  });
+
+  it("ThrottlingScopeManager keeps the longer of two holds", () => {
+    const m = manager({ delayMs: 0 });
+    m.recordBackoff(0, { holdMs: 10_000 });
+    m.recordBackoff(1000, { holdMs: 2_000 });
+    expect(m.state(1000).holdUntil).toBe(10_000);
+    expect(m.nextWakeAt(1000)).toBe(10_000);
+  });
+
+  it("ThrottlingScopeManager quota: fixed windows from first use, amounts, oversized request in an empty window", () => {
+    const m = manager({ quota: 10, windowMs: 60_000, concurrency: 100, delayMs: 0 });
+    // [op, now, amount, expected canSend(now, amount) before the op]
+    const table: ["sent" | "check", number, number | undefined, number][] = [
+      ["sent", 1000, 4, 0], // opens the window [1000, 61000)
+      ["sent", 2000, 4, 0],
+      ["check", 3000, 4, 58_000], // 8 + 4 > 10
+      ["sent", 3000, 2, 0], // 8 + 2 = 10 fits
+      ["check", 3000, 1, 58_000],
+      ["sent", 3000, undefined, 0], // no amount: consumes nothing, never waits
+      ["sent", 3000, 0, 0],
+      ["sent", 61_000, 15, 0], // new window, empty: an oversized request goes
+      ["check", 61_001, 1, 59_999],
+      ["sent", 121_000, 1, 0],
+    ];
+    for (const [op, now, amount, wait] of table) {
+      expect({ op, now, amount, wait: m.canSend(now, amount) }).toEqual({ op, now, amount, wait });
+      if (op === "sent") {
+        m.recordSent(now, amount);
+        m.recordDone(now);
+      }
+    }
+    expect(m.state(121_000).quota).toEqual({ limit: 10, used: 1, resetsAt: 181_000 });
+  });
+
+  it("ThrottlingScopeManager.reconcileQuota(): remaining sets used, consumed adds, remaining wins", () => {
+    // [reconciliation, used after (from 4 used)]
+    const table: [{ consumed?: number; remaining?: number }, number][] = [
+      [{ consumed: 3 }, 7],
+      [{ consumed: -2 }, 2],
+      [{ consumed: -10 }, 0],
+      [{ remaining: 1 }, 9],
+      [{ remaining: 20 }, 0],
+      [{ remaining: 5, consumed: 100 }, 5],
+      [{ consumed: Number.NaN }, 4],
+    ];
+    for (const [r, used] of table) {
+      const m = manager({ quota: 10, windowMs: 1000, concurrency: 100 });
+      m.recordSent(0, 4);
+      m.reconcileQuota(10, r);
+      expect({ r, used: m.state(10).quota?.used }).toEqual({ r, used });
+    }
+    const m = manager({ quota: 10, windowMs: 1000 });
+    m.recordSent(0, 4);
+    m.reconcileQuota(10, { remaining: 0 });
+    expect(m.canSend(10, 1)).toBe(990);
+    // A scope without a quota ignores reconciliation.
+    const free = manager({});
+    free.reconcileQuota(0, { consumed: 5 });
+    expect(free.state(0).quota).toBeUndefined();
+  });
+
+  it("ThrottlingScopeManager.setBaseDelay() replaces the delay at level 0, and in backoff only raises it", () => {
+    const m = manager({ delayMs: 100, jitter: 0 });
+    m.setBaseDelay(2000);
+    expect(m.state(0)).toMatchObject({ delayMs: 2000, baseDelayMs: 2000 });
+    m.recordBackoff(0); // 4000
+    m.setBaseDelay(500);
+    expect(m.state(0)).toMatchObject({ delayMs: 4000, baseDelayMs: 500 });
+    m.setBaseDelay(9000);
+    expect(m.state(0).delayMs).toBe(9000);
+  });
+
+  it("ThrottlingScopeManager.setConcurrency() replaces the limit, never below 1", () => {
+    const m = manager({ concurrency: 3 });
+    m.setConcurrency(0);
+    expect(m.state(0).concurrency).toBe(1);
+    m.recordSent(0);
+    expect(m.canSend(0)).toBe(Infinity);
+    m.setConcurrency(2);
+    expect(m.canSend(0)).toBe(0);
+  });
+
+  it("ThrottlingScopeManager.isIdle() is false with requests in flight, in a hold, in backoff, or used recently", () => {
+    // [setup, now, maxIdleMs, idle]
+    const table: [string, (m: ThrottlingScopeManager) => void, number, number, boolean][] = [
+      ["fresh", () => {}, 0, 0, true],
+      ["fresh, max idle 1000", () => {}, 999, 1000, false],
+      ["fresh, max idle 1000 at 1000", () => {}, 1000, 1000, true],
+      ["in flight", (m) => m.recordSent(0), 10_000, 0, false],
+      [
+        "done",
+        (m) => {
+          m.recordSent(0);
+          m.recordDone(500);
+        },
+        1400,
+        1000,
+        false,
+      ],
+      [
+        "done, idle long enough",
+        (m) => {
+          m.recordSent(0);
+          m.recordDone(500);
+        },
+        1500,
+        1000,
+        true,
+      ],
+      ["in backoff", (m) => m.recordBackoff(0), 30_000, 0, false],
+      [
+        "backoff recovered",
+        (m) => {
+          m.recordBackoff(0);
+          m.advance(60_000);
+        },
+        60_000,
+        0,
+        true,
+      ],
+      ["in a hold", (m) => m.recordBackoff(0, { holdMs: 5000, uncapped: true }), 4999, 0, false],
+    ];
+    for (const [name, setup, now, maxIdle, idle] of table) {
+      const m = manager({ delayMs: 0, backoff: { windowMs: 60_000 } });
+      setup(m);
+      expect({ name, idle: m.isIdle(now, maxIdle) }).toEqual({ name, idle });
+    }
+  });
+
+  it("ThrottlingScopeManager.state() reports hold and next send only while in the future", () => {
+    const m = manager({ delayMs: 100, jitter: 0, concurrency: 2 });
+    m.recordSent(0);
+    expect(m.state(50)).toEqual({
+      scope: S,
+      delayMs: 100,
+      baseDelayMs: 100,
+      concurrency: 2,
+      active: 1,
+      backoffLevel: 0,
+      holdUntil: 0,
+      nextSendAt: 100,
+      quota: undefined,
+      rampup: false,
+    });
+    expect(m.state(100).nextSendAt).toBe(0);
+  });
+});
