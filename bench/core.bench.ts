@@ -1,0 +1,323 @@
+/**
+ * Core benchmark (issue 2): the same work through `throttleByScope` and its
+ * peers. 200,000 requests over 1,000 scopes, at most 8 in flight per scope,
+ * no delay, a download that resolves at once.
+ *
+ * Every contender runs in its own `node --expose-gc` child process, once per
+ * repetition, contenders interleaved, so heaps never mix and drift of the
+ * machine hits all of them alike. In each child: a warm-up run (a tenth of
+ * the work), the timed run, then a memory run (the same work with a forced GC
+ * at the first result and every 10,000 results).
+ *
+ * Run: `npm run bench -- core` or `node --expose-gc --import tsx bench/core.bench.ts
+ * [--requests N] [--scopes N] [--reps N]`.
+ *
+ * @module
+ */
+import Bottleneck from "bottleneck";
+import pLimit from "p-limit";
+import PQueue from "p-queue";
+import { from, groupBy, mergeMap } from "rxjs";
+import { createThrottler, throttleByScope } from "../mod.ts";
+import {
+  argValue,
+  fmtFixed,
+  fmtInt,
+  fmtMiB,
+  gcOrThrow,
+  heapUsed,
+  isMain,
+  machine,
+  markdownTable,
+  median,
+  now,
+  reportToParent,
+  runChild,
+  settledHeap,
+} from "./_harness.ts";
+
+/** One unit of work: an id and its scope key (the same key for every contender). */
+export interface BenchRequest {
+  readonly id: number;
+  readonly scope: string;
+}
+
+/** Runs all requests, calls `sink` once per result, resolves when all are done. */
+type Contender = (
+  requests: readonly BenchRequest[],
+  sink: (value: number) => void,
+  perScope: number,
+) => Promise<void>;
+
+/** The download every contender calls: resolves at once. */
+function download(request: BenchRequest): Promise<number> {
+  return Promise.resolve(request.id);
+}
+
+const CONTENDERS: Record<string, { run: Contender; scale: number; label: string }> = {
+  throttleByScope: {
+    label: "politely throttleByScope",
+    scale: 1,
+    run: (requests, sink, perScope) =>
+      new Promise((done, fail) => {
+        const scopes = new Set(requests.map((r) => r.scope)).size;
+        const throttler = createThrottler<BenchRequest>(
+          // The global cap is set high enough never to be the limit.
+          { concurrentRequests: scopes * perScope, scopeConcurrency: perScope },
+          { getScopes: (r) => r.scope },
+        );
+        from(requests).pipe(throttleByScope(throttler, download)).subscribe({
+          next: (outcome) => {
+            if (outcome.kind !== "response") fail(outcome.error);
+            else sink(outcome.response);
+          },
+          error: fail,
+          complete: () => done(),
+        });
+      }),
+  },
+  rxjs: {
+    label: "bare RxJS groupBy + mergeMap (floor)",
+    scale: 1,
+    run: (requests, sink, perScope) =>
+      new Promise((done, fail) => {
+        from(requests).pipe(
+          groupBy((r) => r.scope),
+          mergeMap((group) => group.pipe(mergeMap(download, perScope))),
+        ).subscribe({ next: sink, error: fail, complete: () => done() });
+      }),
+  },
+  "p-queue": {
+    label: "p-queue, one per scope",
+    scale: 1,
+    run: (requests, sink, perScope) =>
+      new Promise((done, fail) => {
+        const queues = new Map<string, PQueue>();
+        let left = requests.length;
+        for (const r of requests) {
+          let queue = queues.get(r.scope);
+          if (queue === undefined) {
+            queues.set(r.scope, queue = new PQueue({ concurrency: perScope }));
+          }
+          queue.add(() => download(r)).then((v) => {
+            sink(v);
+            if (--left === 0) done();
+          }, fail);
+        }
+      }),
+  },
+  "p-limit": {
+    label: "p-limit, one per scope",
+    scale: 1,
+    run: (requests, sink, perScope) =>
+      new Promise((done, fail) => {
+        const limits = new Map<string, ReturnType<typeof pLimit>>();
+        let left = requests.length;
+        for (const r of requests) {
+          let limit = limits.get(r.scope);
+          if (limit === undefined) limits.set(r.scope, limit = pLimit(perScope));
+          limit(download, r).then((v) => {
+            sink(v);
+            if (--left === 0) done();
+          }, fail);
+        }
+      }),
+  },
+  bottleneck: {
+    label: "Bottleneck.Group",
+    // It runs for minutes on the whole work: a tenth, figures scaled per second.
+    scale: 0.1,
+    run: (requests, sink, perScope) =>
+      new Promise((done, fail) => {
+        const group = new Bottleneck.Group({ maxConcurrent: perScope });
+        let left = requests.length;
+        for (const r of requests) {
+          group.key(r.scope).schedule(download, r).then((v) => {
+            sink(v);
+            if (--left === 0) {
+              void group.disconnect();
+              done();
+            }
+          }, fail);
+        }
+      }),
+  },
+};
+
+function makeRequests(n: number, scopes: number): BenchRequest[] {
+  const names = Array.from({ length: scopes }, (_, i) => `s${i}`);
+  return Array.from({ length: n }, (_, i) => ({ id: i, scope: names[i % scopes]! }));
+}
+
+/** What one child measures. */
+interface ChildResult {
+  readonly name: string;
+  readonly requests: number;
+  /** Timed run: wall-clock ms and requests/s. */
+  readonly ms: number;
+  readonly perSecond: number;
+  /** Timed run: highest heapUsed sampled every 1,000 results, minus the settled baseline (garbage included). */
+  readonly peakSampled: number;
+  /** Memory run: highest heapUsed right after a forced GC (first result, then every 10,000), minus the baseline. */
+  readonly peakLive: number;
+}
+
+async function timed(
+  run: Contender,
+  requests: readonly BenchRequest[],
+  perScope: number,
+  forceGc: boolean,
+) {
+  const gc = gcOrThrow();
+  const every = forceGc ? 10_000 : 1_000;
+  const base = settledHeap();
+  let count = 0;
+  let peak = 0;
+  const sink = (_value: number) => {
+    count++;
+    if (count === 1 || count % every === 0) {
+      if (forceGc) gc();
+      const h = heapUsed();
+      if (h > peak) peak = h;
+    }
+  };
+  const t0 = now();
+  await run(requests, sink, perScope);
+  const ms = now() - t0;
+  if (count !== requests.length) {
+    throw new Error(`got ${count} results for ${requests.length} requests`);
+  }
+  return { ms, peak: peak - base };
+}
+
+async function child(argv: readonly string[]): Promise<void> {
+  const name = argValue(argv, "child")!;
+  const entry = CONTENDERS[name];
+  if (entry === undefined) throw new Error(`unknown contender ${name}`);
+  const n = Math.round(Number(argValue(argv, "requests") ?? 200_000) * entry.scale);
+  const scopes = Number(argValue(argv, "scopes") ?? 1_000);
+  const perScope = Number(argValue(argv, "per-scope") ?? 8);
+  const requests = makeRequests(n, scopes);
+  await timed(entry.run, requests.slice(0, Math.max(1_000, Math.round(n / 10))), perScope, false);
+  const t = await timed(entry.run, requests, perScope, false);
+  const m = await timed(entry.run, requests, perScope, true);
+  const result: ChildResult = {
+    name,
+    requests: n,
+    ms: t.ms,
+    perSecond: n / (t.ms / 1000),
+    peakSampled: t.peak,
+    peakLive: m.peak,
+  };
+  reportToParent(result);
+}
+
+async function parent(argv: readonly string[]): Promise<void> {
+  const requests = Number(argValue(argv, "requests") ?? 200_000);
+  const scopes = Number(argValue(argv, "scopes") ?? 1_000);
+  const reps = Number(argValue(argv, "reps") ?? 5);
+  const only = argValue(argv, "only")?.split(",");
+  const names = Object.keys(CONTENDERS).filter((n) => only === undefined || only.includes(n));
+  const file = new URL(import.meta.url).pathname;
+  const results = new Map<string, ChildResult[]>(names.map((n) => [n, []]));
+  for (let rep = 0; rep < reps; rep++) {
+    for (const name of names) {
+      const r = await runChild<ChildResult>(file, [
+        "--child",
+        name,
+        "--requests",
+        String(requests),
+        "--scopes",
+        String(scopes),
+      ]);
+      results.get(name)!.push(r);
+      process.stderr.write(
+        `core rep ${rep + 1}/${reps} ${name}: ${fmtInt(r.perSecond)} req/s, live peak ${
+          fmtMiB(r.peakLive)
+        }\n`,
+      );
+    }
+  }
+  const summary = new Map(
+    names.map((name) => {
+      const rs = results.get(name)!;
+      return [name, {
+        requests: rs[0]!.requests,
+        perSecond: median(rs.map((r) => r.perSecond)),
+        min: Math.min(...rs.map((r) => r.perSecond)),
+        max: Math.max(...rs.map((r) => r.perSecond)),
+        peakLive: median(rs.map((r) => r.peakLive)),
+        peakSampled: median(rs.map((r) => r.peakSampled)),
+      }];
+    }),
+  );
+  const rows = names.map((name) => {
+    const s = summary.get(name)!;
+    const scaled = s.requests !== requests;
+    return [
+      CONTENDERS[name]!.label,
+      `${fmtInt(s.requests)}${scaled ? " (scaled)" : ""}`,
+      fmtInt(s.perSecond),
+      `${fmtInt(s.min)}–${fmtInt(s.max)}`,
+      fmtMiB(s.peakLive),
+      fmtMiB(s.peakSampled),
+    ];
+  });
+  const out: string[] = [];
+  out.push(
+    `### Core: ${fmtInt(requests)} requests over ${
+      fmtInt(scopes)
+    } scopes, 8 per scope, instant download`,
+  );
+  out.push("");
+  out.push(markdownTable(
+    [
+      "Contender",
+      "Requests",
+      "Requests/s (median)",
+      "Range",
+      "Peak live heap",
+      "Peak heap, garbage incl.",
+    ],
+    rows,
+  ));
+  out.push("");
+  out.push(
+    `Median of ${reps} runs, each contender in its own process after a warm-up run. ` +
+      "Peak live heap: heap used after a forced GC at the first result (all requests queued) and every " +
+      "10,000 results, minus the heap before the run (the request objects themselves excluded). " +
+      "Peak heap, garbage incl.: heap used sampled every 1,000 results in the timed run, no forced GC. " +
+      (names.includes("bottleneck")
+        ? `Bottleneck gets a tenth of the work (${
+          fmtInt(summary.get("bottleneck")!.requests)
+        } requests); ` +
+          "its requests/s are comparable, its heap is not. "
+        : "") +
+      machine() + ".",
+  );
+  const tbs = summary.get("throttleByScope");
+  const rx = summary.get("rxjs");
+  const pq = summary.get("p-queue");
+  if (tbs !== undefined && rx !== undefined && pq !== undefined) {
+    const speedRx = tbs.perSecond / rx.perSecond;
+    const speedPq = tbs.perSecond / pq.perSecond;
+    const heapRx = tbs.peakLive / rx.peakLive;
+    const ok = (b: boolean) => (b ? "met" : "**missed**");
+    out.push("");
+    out.push(markdownTable(["Target (issue 2)", "Measured", "Result"], [
+      ["throttleByScope ≥ 0.8x bare RxJS requests/s", `${fmtFixed(speedRx)}x`, ok(speedRx >= 0.8)],
+      ["throttleByScope ≥ 3x p-queue requests/s", `${fmtFixed(speedPq)}x`, ok(speedPq >= 3)],
+      [
+        "throttleByScope peak live heap ≤ 1.5x bare RxJS",
+        `${fmtFixed(heapRx)}x`,
+        ok(heapRx <= 1.5),
+      ],
+    ], ["l", "r", "l"]));
+  }
+  console.log(out.join("\n"));
+}
+
+if (isMain(import.meta)) {
+  const argv = process.argv.slice(2);
+  await (argValue(argv, "child") !== undefined ? child(argv) : parent(argv));
+}
