@@ -12,7 +12,6 @@ import type { z } from "zod";
 import { closestName } from "./_closest_name.ts";
 // A cycle (settings.ts imports this file too) that is safe: the schema is only
 // read when an error is being formatted, long after both modules have loaded.
-import { settingsSchema } from "./settings.ts";
 
 type Issue = z.core.$ZodIssue;
 type Path = readonly PropertyKey[];
@@ -29,8 +28,8 @@ export interface SettingOrigin {
 
 /** Options of {@link formatSettingsError}. */
 export interface FormatSettingsErrorOptions {
-  /** The schema that produced the error, for the names valid at a path. @default settingsSchema */
-  readonly schema?: z.core.$ZodType;
+  /** The schema that produced the error, for the names valid at a path. */
+  readonly schema: z.core.$ZodType;
   /**
    * Maps a path of our settings to the name and value the user wrote, so a
    * converted Scrapy setting is reported under its Scrapy name and unit.
@@ -312,7 +311,7 @@ function toProblem(
  * const input = { backoff: { maxDelayMs: -5 } };
  * const result = settingsSchema.safeParse(input);
  * if (!result.success) {
- *   const error = formatSettingsError(result.error, input, "throttler");
+ *   const error = formatSettingsError(result.error, input, "throttler", { schema: settingsSchema });
  *   // RangeError: Cannot create throttler as 'backoff.maxDelayMs' must be >= 0: current value is -5
  * }
  * ```
@@ -321,9 +320,9 @@ export function formatSettingsError(
   error: z.ZodError,
   input: unknown,
   what: string,
-  options: FormatSettingsErrorOptions = {},
+  options: FormatSettingsErrorOptions,
 ): TypeError | RangeError {
-  const schema = options.schema ?? settingsSchema;
+  const schema = options.schema;
   const locate = options.locate ?? (() => undefined);
   const scaleAt = (path: Path) => locate(path)?.scale ?? 1;
   const issues = error.issues as Issue[];

@@ -317,7 +317,7 @@ function resolveRampup(
  */
 export function parseSettings(input: unknown = {}, what = "throttler"): ThrottlerSettings {
   const parsed = settingsSchema.safeParse(input ?? {});
-  if (!parsed.success) throw formatSettingsError(parsed.error, input, what);
+  if (!parsed.success) throw formatSettingsError(parsed.error, input, what, { schema: settingsSchema });
   const s = parsed.data;
   const d = DEFAULTS;
   const backoff = resolveBackoff(d.backoff, s.backoff);

@@ -153,7 +153,7 @@ describe("formatSettingsError()", () => {
     const result = settingsSchema.safeParse(input);
     expect(result.success).toBe(false);
     if (result.success) return;
-    const error = formatSettingsError(result.error, input, "pool");
+    const error = formatSettingsError(result.error, input, "pool", { schema: settingsSchema });
     expect(error).toBeInstanceOf(RangeError);
     expect(error.message).toBe(
       "Cannot create pool as 'scopeLimit' must be >= 0: current value is -1",
