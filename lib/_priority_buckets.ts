@@ -46,16 +46,22 @@ export class Deque<T> {
   }
 
   last(): T | undefined {
-    return this.#size === 0 ? undefined : this.#buf[(this.#head + this.#size - 1) & (this.#buf.length - 1)];
+    return this.#size === 0
+      ? undefined
+      : this.#buf[(this.#head + this.#size - 1) & (this.#buf.length - 1)];
   }
 
   *[Symbol.iterator](): IterableIterator<T> {
-    for (let i = 0; i < this.#size; i++) yield this.#buf[(this.#head + i) & (this.#buf.length - 1)] as T;
+    for (let i = 0; i < this.#size; i++) {
+      yield this.#buf[(this.#head + i) & (this.#buf.length - 1)] as T;
+    }
   }
 
   #grow(): void {
     const next: (T | undefined)[] = new Array(this.#buf.length * 2);
-    for (let i = 0; i < this.#size; i++) next[i] = this.#buf[(this.#head + i) & (this.#buf.length - 1)];
+    for (let i = 0; i < this.#size; i++) {
+      next[i] = this.#buf[(this.#head + i) & (this.#buf.length - 1)];
+    }
     this.#buf = next;
     this.#head = 0;
   }
@@ -113,7 +119,9 @@ export class PriorityBuckets<T extends BucketItem> {
     if (level.regular.size > 0) item = this.#fifo ? level.regular.shift() : level.regular.pop();
     else item = level.start?.shift();
     this.#size--;
-    if (level.regular.size === 0 && (level.start === undefined || level.start.size === 0)) this.#levels.shift();
+    if (level.regular.size === 0 && (level.start === undefined || level.start.size === 0)) {
+      this.#levels.shift();
+    }
     return item;
   }
 

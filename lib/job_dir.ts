@@ -117,8 +117,13 @@ export class JobDir {
    * @returns The open job directory and what it held.
    * @throws {Error} When the directory cannot be created or the log not opened (from `node:fs`).
    */
-  static open(dir: string, options: JobDirOptions = {}): { jobDir: JobDir; recovered: JobDirRecovery } {
-    if (options.fsync !== undefined && options.fsync !== "compaction" && options.fsync !== "always") {
+  static open(
+    dir: string,
+    options: JobDirOptions = {},
+  ): { jobDir: JobDir; recovered: JobDirRecovery } {
+    if (
+      options.fsync !== undefined && options.fsync !== "compaction" && options.fsync !== "always"
+    ) {
       throw new RangeError(
         `Cannot open job directory as 'fsync' must be "compaction" or "always": current value is ${
           JSON.stringify(options.fsync)
@@ -143,7 +148,14 @@ export class JobDir {
 
   /** Records an enqueued request (buffered). */
   enqueue(entry: JobDirEntry): void {
-    this.#append(["E", entry.seq, entry.start ? 1 : 0, entry.priority, entry.fingerprint ?? 0, entry.data]);
+    this.#append([
+      "E",
+      entry.seq,
+      entry.start ? 1 : 0,
+      entry.priority,
+      entry.fingerprint ?? 0,
+      entry.data,
+    ]);
   }
 
   /**
@@ -155,8 +167,9 @@ export class JobDir {
    * @param fingerprint A fingerprint to remember although its request was never logged (unserialisable).
    */
   done(seq: number | undefined, fingerprint?: string): void {
-    if (seq !== undefined) this.#append(fingerprint === undefined ? ["C", seq] : ["C", seq, fingerprint]);
-    else if (fingerprint !== undefined) this.#append(["F", fingerprint]);
+    if (seq !== undefined) {
+      this.#append(fingerprint === undefined ? ["C", seq] : ["C", seq, fingerprint]);
+    } else if (fingerprint !== undefined) this.#append(["F", fingerprint]);
     this.#completionsSinceCompaction++;
     this.flush();
   }
@@ -293,7 +306,8 @@ function readLog(path: string): ReadResult {
       code: "jobdir-corrupt-record",
       path,
       line: lineNo,
-      message: `Skipped a corrupt record in job directory log ${path} at line ${lineNo}: ${message}`,
+      message:
+        `Skipped a corrupt record in job directory log ${path} at line ${lineNo}: ${message}`,
     });
   };
   const take = (text: string): void => {
@@ -301,7 +315,9 @@ function readLog(path: string): ReadResult {
     if (text === "") return;
     const space = text.indexOf(" ");
     const json = space === 8 ? text.slice(9) : "";
-    if (space !== 8 || checksum(json) !== text.slice(0, 8)) return bad("checksum mismatch or torn write");
+    if (space !== 8 || checksum(json) !== text.slice(0, 8)) {
+      return bad("checksum mismatch or torn write");
+    }
     let r: unknown;
     try {
       r = JSON.parse(json);
@@ -314,8 +330,17 @@ function readLog(path: string): ReadResult {
         if (r[1] !== FORMAT_VERSION) return bad(`unknown format version ${String(r[1])}`);
         return;
       case "E": {
-        const [, seq, start, priority, fp, data] = r as [string, number, number, number, string | 0, unknown];
-        if (typeof seq !== "number" || typeof priority !== "number") return bad("bad enqueue record");
+        const [, seq, start, priority, fp, data] = r as [
+          string,
+          number,
+          number,
+          number,
+          string | 0,
+          unknown,
+        ];
+        if (typeof seq !== "number" || typeof priority !== "number") {
+          return bad("bad enqueue record");
+        }
         const fingerprint = typeof fp === "string" ? fp : undefined;
         if (fingerprint !== undefined) seen.add(fingerprint);
         pending.set(seq, { seq, start: start === 1, priority, fingerprint, data });
@@ -346,7 +371,9 @@ function readLog(path: string): ReadResult {
       const n = readSync(fd, buf, 0, buf.length, pos);
       if (n === 0) break;
       pos += n;
-      const data = carry.length > 0 ? Buffer.concat([carry, buf.subarray(0, n)]) : buf.subarray(0, n);
+      const data = carry.length > 0
+        ? Buffer.concat([carry, buf.subarray(0, n)])
+        : buf.subarray(0, n);
       const lastNl = data.lastIndexOf(0x0a);
       if (lastNl < 0) {
         carry = Buffer.from(data);

@@ -27,16 +27,18 @@ export function canonicalUrl(url: string): string {
 }
 
 /**
- * The fingerprint of a request: a base64url SHA-1 of its upper-cased method
- * (default `GET`), canonical URL and body. Two requests with the same
- * fingerprint are duplicates for the request queue.
+ * The fingerprint of a request, from its upper-cased method (default `GET`),
+ * canonical URL and body: `"GET https://a.example/x"` itself when there is no
+ * body and that line is short (under 120 characters), else `"#"` and a
+ * base64url SHA-1 of the three. Two requests with the same fingerprint are
+ * duplicates for the request queue.
  *
  * The body of a WHATWG `Request` cannot be read synchronously and is left out;
  * give a plain `{url, method, body}` object (or a custom fingerprint function
  * to the queue) when POST bodies must tell requests apart.
  *
  * @param request A URL string, a WHATWG `Request` or a `{url, method?, body?}` object.
- * @returns A 27-character fingerprint.
+ * @returns The fingerprint (at most 120 characters).
  * @throws {TypeError} When the request has no URL or its URL is not absolute.
  *
  * @example Fragments do not count
@@ -47,7 +49,9 @@ export function canonicalUrl(url: string): string {
 export function requestFingerprint(request: unknown): string {
   const url = requestUrl(request);
   if (url === undefined) {
-    throw new TypeError(`Cannot fingerprint request as it has no 'url': current value is ${String(request)}`);
+    throw new TypeError(
+      `Cannot fingerprint request as it has no 'url': current value is ${String(request)}`,
+    );
   }
   return fingerprintParsed(parseUrl(url), requestMethod(request), requestBody(request));
 }
@@ -76,9 +80,12 @@ export function parseUrl(url: string): URL {
   try {
     return new URL(url);
   } catch (cause) {
-    throw new TypeError(`Cannot parse request 'url' as an absolute URL: current value is ${JSON.stringify(url)}`, {
-      cause,
-    });
+    throw new TypeError(
+      `Cannot parse request 'url' as an absolute URL: current value is ${JSON.stringify(url)}`,
+      {
+        cause,
+      },
+    );
   }
 }
 
@@ -102,13 +109,23 @@ export function canonicalizeParsed(u: URL): string {
   return base + u.pathname + query;
 }
 
+/** Canonical request lines up to this length are their own fingerprint. */
+const LITERAL_MAX = 120;
+
 /** The fingerprint of a parsed URL, method and body. @internal */
 export function fingerprintParsed(u: URL, method: string, body: string): string {
+  const canonical = canonicalizeParsed(u);
+  // A short body-less request line is kept as it is: no larger than a hash,
+  // collision-free, and a SHA-1 per request would dominate enqueue time.
+  // Hashes start with "#", which no method does, so the two cannot collide.
+  if (body === "" && canonical.length + method.length < LITERAL_MAX) {
+    return method + " " + canonical;
+  }
   const h = createHash("sha1");
   h.update(method);
   h.update("\n");
-  h.update(canonicalizeParsed(u));
+  h.update(canonical);
   h.update("\n");
   h.update(body);
-  return h.digest("base64url");
+  return "#" + h.digest("base64url");
 }

@@ -44,7 +44,10 @@ export interface QueueThrottleView {
   /** Requests in flight across these scopes (least-loaded first on ties). */
   load(scopes: readonly string[]): number;
   /** Share (0..1) of the scopes' remaining quota this request would use; 0 without quota. */
-  quotaShare(scopes: readonly string[], amounts: readonly (number | undefined)[] | undefined): number;
+  quotaShare(
+    scopes: readonly string[],
+    amounts: readonly (number | undefined)[] | undefined,
+  ): number;
   /** How many more requests the gate can take right now (global cap minus in flight and held). */
   freeSlots(): number;
   /**
@@ -249,7 +252,8 @@ const ORDERS: readonly string[] = ["throttling-aware", "downloader-aware", "prio
 export class RequestQueue<R> {
   /**
    * The requests, in order, as the view can take them. Completes when the
-   * queue is empty, nothing is in flight and the start requests are all in.
+   * queue is empty, nothing is in flight and the start requests are all in
+   * (so subscribing to an empty queue without `start` completes at once).
    * One subscriber at a time; unsubscribing pauses (call `close()` to stop cleanly).
    */
   readonly requests$: Observable<R>;
@@ -272,13 +276,16 @@ export class RequestQueue<R> {
   readonly #scheduler: SchedulerLike;
   readonly #flushIntervalMs: number;
   readonly #start: Iterable<R> | Observable<R> | undefined;
+  readonly #needsUrl: boolean;
 
   readonly #sets = new Map<string, ScopeSet<R>>();
   readonly #byScope = new Map<string, Set<ScopeSet<R>>>();
   readonly #ready: BinaryHeap<ScopeSet<R>>;
   readonly #blocked = new Set<ScopeSet<R>>();
   readonly #wakes = new BinaryHeap<Wake<R>>((a, b) => a.at < b.at);
-  readonly #aside = new BinaryHeap<Item<R>>((a, b) => a.releaseAt < b.releaseAt || (a.releaseAt === b.releaseAt && a.seq < b.seq));
+  readonly #aside = new BinaryHeap<Item<R>>((a, b) =>
+    a.releaseAt < b.releaseAt || (a.releaseAt === b.releaseAt && a.seq < b.seq)
+  );
   readonly #inFlight = new Map<R, Item<R>[]>();
   #seen = new Set<string>();
   #nextSeq = 1;
@@ -320,9 +327,9 @@ export class RequestQueue<R> {
     const order = options.order ?? "throttling-aware";
     if (!ORDERS.includes(order)) {
       throw new RangeError(
-        `Cannot create request queue as 'order' must be one of ${ORDERS.join(", ")}: current value is ${
-          JSON.stringify(order)
-        }`,
+        `Cannot create request queue as 'order' must be one of ${
+          ORDERS.join(", ")
+        }: current value is ${JSON.stringify(order)}`,
       );
     }
     const depthPriority = options.depthPriority ?? 0;
@@ -357,6 +364,7 @@ export class RequestQueue<R> {
     this.#scheduler = options.scheduler ?? asyncScheduler;
     this.#flushIntervalMs = flushIntervalMs;
     this.#start = options.start;
+    this.#needsUrl = !this.#fingerprint || (order !== "priority" && !this.#scopesOf);
     this.#ready = new BinaryHeap<ScopeSet<R>>(this.#lessFor(order), (s, i) => {
       s.heapIndex = i;
     });
@@ -371,16 +379,51 @@ export class RequestQueue<R> {
         options.jobDirFsync === undefined ? {} : { fsync: options.jobDirFsync },
       );
       this.#jobDir = jobDir;
-      for (const w of recovered.warnings.slice(0, 20)) this.#warn("jobdir-corrupt-record", w.message);
+      for (const w of recovered.warnings.slice(0, 20)) {
+        this.#warn("jobdir-corrupt-record", w.message);
+      }
       if (recovered.warnings.length > 20) {
         this.#warn(
           "jobdir-corrupt-record",
-          `Skipped ${recovered.warnings.length - 20} more corrupt records in job directory log ${jobDir.path}`,
+          `Skipped ${
+            recovered.warnings.length - 20
+          } more corrupt records in job directory log ${jobDir.path}`,
         );
       }
       this.#seen = recovered.seen;
       this.#nextSeq = recovered.nextSeq;
       this.#resume(recovered.pending);
+    }
+  }
+
+  #customScopes(request: R): RequestScopes {
+    try {
+      return (this.#scopesOf as (request: R) => RequestScopes)(request);
+    } catch (e) {
+      if (e instanceof InvalidRequestError) throw e;
+      throw new InvalidRequestError(
+        "scopes",
+        request,
+        `Cannot enqueue request as its scopes failed: ${String(e)}`,
+        {
+          cause: e,
+        },
+      );
+    }
+  }
+
+  #customFingerprint(request: R): string {
+    try {
+      return (this.#fingerprint as (request: R) => string)(request);
+    } catch (e) {
+      throw new InvalidRequestError(
+        "fingerprint",
+        request,
+        `Cannot enqueue request as its fingerprint failed: ${String(e)}`,
+        {
+          cause: e,
+        },
+      );
     }
   }
 
@@ -404,46 +447,30 @@ export class RequestQueue<R> {
    */
   enqueue(request: R, options?: { readonly start?: boolean }): boolean {
     const start = options?.start === true;
-    let parsed: URL | undefined;
-    const url = (): URL => (parsed ??= parseRequestUrl(request));
     let scopes: readonly string[] = [];
     let amounts: readonly (number | undefined)[] | undefined;
     let fp: string | undefined;
     const meta = requestMeta(request);
     try {
       // The default functions need a valid URL; custom ones may do without.
-      if (!this.#fingerprint || (this.#order !== "priority" && !this.#scopesOf)) url();
+      const url = this.#needsUrl ? parseRequestUrl(request) : undefined;
       if (this.#order !== "priority") {
-        let rs: RequestScopes;
-        try {
-          rs = this.#scopesOf ? this.#scopesOf(request) : scopesFromMeta(request) ?? { scopes: [hostOf(request, url())] };
-        } catch (e) {
-          if (e instanceof InvalidRequestError) throw e;
-          throw new InvalidRequestError("scopes", request, `Cannot enqueue request as its scopes failed: ${String(e)}`, {
-            cause: e,
-          });
-        }
+        const rs = this.#scopesOf ? this.#customScopes(request) : scopesFromMeta(request) ??
+          { scopes: [hostOf(request, url as URL)] };
         scopes = rs.scopes;
         amounts = rs.amounts;
         if (scopes.length === 0) {
-          throw new InvalidRequestError("scopes", request, "Cannot enqueue request as it has no scopes: current value is []");
+          throw new InvalidRequestError(
+            "scopes",
+            request,
+            "Cannot enqueue request as it has no scopes: current value is []",
+          );
         }
       }
       if (this.#dedupe && meta?.dontFilter !== true) {
-        if (this.#fingerprint) {
-          try {
-            fp = this.#fingerprint(request);
-          } catch (e) {
-            throw new InvalidRequestError(
-              "fingerprint",
-              request,
-              `Cannot enqueue request as its fingerprint failed: ${String(e)}`,
-              { cause: e },
-            );
-          }
-        } else {
-          fp = fingerprintParsed(url(), requestMethod(request), requestBodyOf(request));
-        }
+        fp = this.#fingerprint
+          ? this.#customFingerprint(request)
+          : fingerprintParsed(url as URL, requestMethod(request), requestBodyOf(request));
       }
     } catch (e) {
       this.#rejected++;
@@ -494,7 +521,9 @@ export class RequestQueue<R> {
     const list = this.#inFlight.get(request);
     const item = list?.shift();
     if (list === undefined || item === undefined) {
-      throw new RangeError(`Cannot mark request done as it is not in flight: current value is ${describe(request)}`);
+      throw new RangeError(
+        `Cannot mark request done as it is not in flight: current value is ${describe(request)}`,
+      );
     }
     if (list.length === 0) this.#inFlight.delete(request);
     this.#inFlightCount--;
@@ -503,7 +532,9 @@ export class RequestQueue<R> {
     if (jd !== undefined) {
       if (item.persisted) jd.done(item.seq);
       else jd.done(undefined, item.fp);
-      if (jd.completionsSinceCompaction > Math.max(100_000, this.#pending + this.#inFlightCount)) this.#compact();
+      if (jd.completionsSinceCompaction > Math.max(100_000, this.#pending + this.#inFlightCount)) {
+        this.#compact();
+      }
     }
     const set = item.set;
     if (set.state === READY && set.heapIndex >= 0) this.#refresh(set);
@@ -555,7 +586,9 @@ export class RequestQueue<R> {
 
   #subscribe(subscriber: Subscriber<R>): () => void {
     if (this.#subscriber !== undefined) {
-      subscriber.error(new Error("Cannot subscribe to requests$ twice at once: unsubscribe the first subscriber"));
+      subscriber.error(
+        new Error("Cannot subscribe to requests$ twice at once: unsubscribe the first subscriber"),
+      );
       return () => {};
     }
     this.#subscriber = subscriber;
@@ -574,7 +607,10 @@ export class RequestQueue<R> {
           },
         });
       } else {
+        // Not done until the last one is in: an early one may complete at once.
+        this.#startDone = false;
         for (const r of start) this.#enqueueStart(r);
+        this.#startDone = true;
       }
     }
     this.#drain();
@@ -684,7 +720,8 @@ export class RequestQueue<R> {
   #maybeComplete(): void {
     const subscriber = this.#subscriber;
     if (
-      subscriber !== undefined && this.#startDone && this.#pending === 0 && this.#inFlightCount === 0 &&
+      subscriber !== undefined && this.#startDone && this.#pending === 0 &&
+      this.#inFlightCount === 0 &&
       !this.#draining
     ) {
       this.#jobDir?.flush();
@@ -708,7 +745,9 @@ export class RequestQueue<R> {
     let key = "";
     if (this.#order !== "priority") {
       if (scopes.length > 1) {
-        const order = scopes.map((_, i) => i).sort((a, b) => (scopes[a] as string) < (scopes[b] as string) ? -1 : 1);
+        const order = scopes.map((_, i) => i).sort((a, b) =>
+          (scopes[a] as string) < (scopes[b] as string) ? -1 : 1
+        );
         scopes = order.map((i) => scopes[i] as string);
         if (amounts !== undefined) amounts = order.map((i) => amounts?.[i]);
         key = scopes.join("\u0000");
@@ -795,7 +834,9 @@ export class RequestQueue<R> {
     set.headSeq = head.seq;
     if (this.#order !== "priority") {
       set.load = this.#view.load(set.scopes);
-      if (this.#order === "throttling-aware") set.share = this.#view.quotaShare(set.scopes, head.amounts);
+      if (this.#order === "throttling-aware") {
+        set.share = this.#view.quotaShare(set.scopes, head.amounts);
+      }
     }
     if (set.heapIndex >= 0) this.#ready.update(set.heapIndex);
   }
@@ -806,7 +847,9 @@ export class RequestQueue<R> {
     set.version++;
     this.#blocked.add(set);
     this.#blockedCount += set.buckets.size;
-    if (Number.isFinite(waitMs)) this.#wakes.push({ at: this.#scheduler.now() + waitMs, set, version: set.version });
+    if (Number.isFinite(waitMs)) {
+      this.#wakes.push({ at: this.#scheduler.now() + waitMs, set, version: set.version });
+    }
     this.#checkHeldBack();
   }
 
@@ -825,7 +868,11 @@ export class RequestQueue<R> {
       this.#wakes.pop();
       if (w.set.state === BLOCKED && w.set.version === w.version) this.#unblock(w.set);
     }
-    for (let i = this.#aside.peek(); i !== undefined && i.releaseAt <= now; i = this.#aside.peek()) {
+    for (
+      let i = this.#aside.peek();
+      i !== undefined && i.releaseAt <= now;
+      i = this.#aside.peek()
+    ) {
       this.#aside.pop();
       this.#insert(i);
     }
@@ -877,9 +924,18 @@ export class RequestQueue<R> {
   #lessFor(order: RequestQueueOrder): (a: ScopeSet<R>, b: ScopeSet<R>) => boolean {
     const fifo = this.#fifo;
     const bySeq = (a: ScopeSet<R>, b: ScopeSet<R>): boolean =>
-      a.headStart !== b.headStart ? !a.headStart : a.headStart || fifo ? a.headSeq < b.headSeq : a.headSeq > b.headSeq;
+      a.headStart !== b.headStart
+        ? !a.headStart
+        : a.headStart || fifo
+        ? a.headSeq < b.headSeq
+        : a.headSeq > b.headSeq;
     if (order === "downloader-aware") {
-      return (a, b) => a.load !== b.load ? a.load < b.load : a.served !== b.served ? a.served < b.served : bySeq(a, b);
+      return (a, b) =>
+        a.load !== b.load
+          ? a.load < b.load
+          : a.served !== b.served
+          ? a.served < b.served
+          : bySeq(a, b);
     }
     return (a, b) => {
       if (a.headPriority !== b.headPriority) return a.headPriority > b.headPriority;
@@ -899,14 +955,29 @@ export class RequestQueue<R> {
       try {
         r = this.#deserialize(e.data);
         if (this.#order !== "priority") {
-          rs = this.#scopesOf ? this.#scopesOf(r) : scopesFromMeta(r) ?? { scopes: [hostOf(r, parseRequestUrl(r))] };
+          rs = this.#scopesOf
+            ? this.#scopesOf(r)
+            : scopesFromMeta(r) ?? { scopes: [hostOf(r, parseRequestUrl(r))] };
         }
       } catch (err) {
-        this.#warn("jobdir-unreadable-request", `Dropped request ${e.seq} from the job directory: ${String(err)}`);
+        this.#warn(
+          "jobdir-unreadable-request",
+          `Dropped request ${e.seq} from the job directory: ${String(err)}`,
+        );
         continue;
       }
       this.#resumed++;
-      this.#place(r, e.seq, e.priority, e.start, e.fingerprint, rs.scopes, rs.amounts, true, requestMeta(r));
+      this.#place(
+        r,
+        e.seq,
+        e.priority,
+        e.start,
+        e.fingerprint,
+        rs.scopes,
+        rs.amounts,
+        true,
+        requestMeta(r),
+      );
     }
   }
 
@@ -962,7 +1033,11 @@ export class RequestQueue<R> {
 function parseRequestUrl(request: unknown): URL {
   const url = requestUrl(request);
   if (url === undefined || url === "") {
-    throw new InvalidRequestError("url", request, `Cannot enqueue request as it has no 'url': current value is ${describe(request)}`);
+    throw new InvalidRequestError(
+      "url",
+      request,
+      `Cannot enqueue request as it has no 'url': current value is ${describe(request)}`,
+    );
   }
   try {
     return parseUrl(url);
@@ -970,7 +1045,9 @@ function parseRequestUrl(request: unknown): URL {
     throw new InvalidRequestError(
       "url",
       request,
-      `Cannot enqueue request as its 'url' is not an absolute URL: current value is ${JSON.stringify(url)}`,
+      `Cannot enqueue request as its 'url' is not an absolute URL: current value is ${
+        JSON.stringify(url)
+      }`,
       { cause },
     );
   }
@@ -981,7 +1058,9 @@ function hostOf(request: unknown, url: URL): string {
     throw new InvalidRequestError(
       "url",
       request,
-      `Cannot enqueue request as its 'url' has no host to use as a scope: current value is ${JSON.stringify(url.href)}`,
+      `Cannot enqueue request as its 'url' has no host to use as a scope: current value is ${
+        JSON.stringify(url.href)
+      }`,
     );
   }
   return url.host;
@@ -997,7 +1076,9 @@ function scopesFromMeta(request: unknown): RequestScopes | undefined {
       throw new InvalidRequestError(
         "scopes",
         request,
-        `Cannot enqueue request as 'meta.throttlingScopes' must hold strings: current value is ${describe(scopes)}`,
+        `Cannot enqueue request as 'meta.throttlingScopes' must hold strings: current value is ${
+          describe(scopes)
+        }`,
       );
     }
     return { scopes };
@@ -1058,7 +1139,10 @@ function defaultDeserialize(data: unknown): unknown {
   if (Array.isArray(data)) {
     if (data[0] === "O") return data[1];
     if (data[0] === "Q") {
-      return new Request(data[1] as string, { method: data[2] as string, headers: data[3] as [string, string][] });
+      return new Request(data[1] as string, {
+        method: data[2] as string,
+        headers: data[3] as [string, string][],
+      });
     }
   }
   throw new TypeError(`Cannot read request from job directory: current value is ${describe(data)}`);
