@@ -63,9 +63,12 @@ export function createFetchDownload(
   return async (request, context) => {
     const url = requestUrl(request);
     if (url === undefined) {
-      throw new InvalidRequestError(`Cannot download a request with no URL: current value is ${String(request)}`, {
-        input: request,
-      });
+      throw new InvalidRequestError(
+        `Cannot download a request with no URL: current value is ${String(request)}`,
+        {
+          input: request,
+        },
+      );
     }
     const signal = AbortSignal.any([context.signal, AbortSignal.timeout(timeoutMs)]);
     const init = requestInit(request, userAgent, signal);
@@ -82,7 +85,13 @@ export function createFetchDownload(
       } else {
         await response.body?.cancel();
       }
-      return { url: response.url || url, status: response.status, headers: response.headers, body, bytes };
+      return {
+        url: response.url || url,
+        status: response.status,
+        headers: response.headers,
+        body,
+        bytes,
+      };
     } catch (error) {
       throw classifyDownloadError(error, { url, input: request, timeoutMs, signal, phase });
     }

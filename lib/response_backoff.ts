@@ -7,7 +7,13 @@
  */
 import { classifyDownloadError, errorMatches } from "./download_errors.ts";
 import { type Outcome, outcomeStatus, type ResponseLike } from "./outcome.ts";
-import { type HeadersLike, headerValue, parseHttpDate, quotaRemaining, serverDelayMs } from "./rate_limit_headers.ts";
+import {
+  type HeadersLike,
+  headerValue,
+  parseHttpDate,
+  quotaRemaining,
+  serverDelayMs,
+} from "./rate_limit_headers.ts";
 import { ThrottlingScopeManager } from "./scope_manager.ts";
 import type { ResolvedScopeConfig } from "./settings.ts";
 import type { Throttler } from "./throttler.ts";
@@ -57,7 +63,10 @@ export function updateScopeBackoff(
 }
 
 /** The configuration a scope runs with now (its manager's, or from the settings). */
-export function scopeConfigOf(throttler: Throttler<never> | Throttler<unknown>, scope: string): ResolvedScopeConfig {
+export function scopeConfigOf(
+  throttler: Throttler<never> | Throttler<unknown>,
+  scope: string,
+): ResolvedScopeConfig {
   const manager = (throttler as Throttler<unknown>).manager(scope);
   return manager instanceof ThrottlingScopeManager ? manager.config : throttler.scopeConfig(scope);
 }

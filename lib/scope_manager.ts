@@ -215,7 +215,12 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       if (next - ramp.minDelayMs < 1) next = ramp.minDelayMs;
       this.#delayMs = next;
       this.#floorDelayMs = next;
-      return { kind: "rampup", delayMs: next, concurrency: this.#concurrency, why: "below target: lower delay" };
+      return {
+        kind: "rampup",
+        delayMs: next,
+        concurrency: this.#concurrency,
+        why: "below target: lower delay",
+      };
     }
     if (this.#concurrency < this.config.maxConcurrency) {
       this.#concurrency++;
@@ -226,7 +231,12 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         why: "below target: raise concurrency",
       };
     }
-    return { kind: "rampup", delayMs: this.#delayMs, concurrency: this.#concurrency, why: "at maximum" };
+    return {
+      kind: "rampup",
+      delayMs: this.#delayMs,
+      concurrency: this.#concurrency,
+      why: "at maximum",
+    };
   }
 
   state(now: number): ScopeState {

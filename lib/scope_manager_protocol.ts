@@ -53,7 +53,9 @@ export interface ScopeState {
   /** Scheduler time before which the next request may not go (delay + jitter), or 0. */
   readonly nextSendAt: number;
   /** Quota of the current window, when the scope has one. */
-  readonly quota: { readonly limit: number; readonly used: number; readonly resetsAt: number } | undefined;
+  readonly quota:
+    | { readonly limit: number; readonly used: number; readonly resetsAt: number }
+    | undefined;
   /** Whether rampup is probing this scope. */
   readonly rampup: boolean;
 }
@@ -99,7 +101,19 @@ export interface ThrottlingScopeManagerProtocol {
 
 /** A change a manager made by itself as time passed or on a trigger. */
 export type ScopeStep =
-  | { readonly kind: "backoff"; readonly delayMs: number; readonly level: number; readonly concurrency: number; readonly holdUntil: number | undefined; readonly cause: string }
+  | {
+    readonly kind: "backoff";
+    readonly delayMs: number;
+    readonly level: number;
+    readonly concurrency: number;
+    readonly holdUntil: number | undefined;
+    readonly cause: string;
+  }
   | { readonly kind: "recovery"; readonly delayMs: number; readonly level: number }
-  | { readonly kind: "rampup"; readonly delayMs: number; readonly concurrency: number; readonly why: string }
+  | {
+    readonly kind: "rampup";
+    readonly delayMs: number;
+    readonly concurrency: number;
+    readonly why: string;
+  }
   | { readonly kind: "hold"; readonly until: number };

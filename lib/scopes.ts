@@ -41,7 +41,9 @@ export class InvalidScopesError extends TypeError {
  */
 export function normalizeScopes(input: ScopesInput): RequestScopes {
   if (typeof input === "string") {
-    if (input === "") throw new InvalidScopesError("Invalid throttling scopes: empty scope name", input);
+    if (input === "") {
+      throw new InvalidScopesError("Invalid throttling scopes: empty scope name", input);
+    }
     return { names: [input], amounts: undefined };
   }
   if (input === null || typeof input !== "object") {
@@ -57,7 +59,9 @@ export function normalizeScopes(input: ScopesInput): RequestScopes {
     for (const name of input as Iterable<unknown>) {
       if (typeof name !== "string" || name === "") {
         throw new InvalidScopesError(
-          `Invalid throttling scopes: scope names must be non-empty strings: current value is ${String(name)}`,
+          `Invalid throttling scopes: scope names must be non-empty strings: current value is ${
+            String(name)
+          }`,
           input,
         );
       }
@@ -68,7 +72,9 @@ export function normalizeScopes(input: ScopesInput): RequestScopes {
   const names: string[] = [];
   const amounts: (number | undefined)[] = [];
   for (const [name, amount] of Object.entries(input)) {
-    if (name === "") throw new InvalidScopesError("Invalid throttling scopes: empty scope name", input);
+    if (name === "") {
+      throw new InvalidScopesError("Invalid throttling scopes: empty scope name", input);
+    }
     if (typeof amount !== "number" || !Number.isFinite(amount) || amount < 0) {
       throw new InvalidScopesError(
         `Invalid throttling scopes: amount of '${name}' must be a finite number >= 0: current value is ${
@@ -91,7 +97,11 @@ export function normalizeScopes(input: ScopesInput): RequestScopes {
  * @param amount Its quota amount, if any.
  * @returns The scopes in record form when any scope has an amount, else as an array.
  */
-export function addScope(scopes: ScopesInput | undefined, scope: string, amount?: number): ScopesInput {
+export function addScope(
+  scopes: ScopesInput | undefined,
+  scope: string,
+  amount?: number,
+): ScopesInput {
   const base = scopes === undefined ? { names: [], amounts: undefined } : normalizeScopes(scopes);
   if (amount === undefined && base.amounts === undefined) {
     return base.names.includes(scope) ? [...base.names] : [...base.names, scope];

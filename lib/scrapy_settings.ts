@@ -646,7 +646,9 @@ function validate(
   what: string,
 ): ThrottlerSettingsInput {
   const result = settingsSchema.safeParse(out);
-  if (!result.success) throw formatSettingsError(result.error, out, what, { schema: settingsSchema, locate });
+  if (!result.success) {
+    throw formatSettingsError(result.error, out, what, { schema: settingsSchema, locate });
+  }
   // parseSettings may check more than the schema (relations between values).
   parseSettings(out, what);
   return out as ThrottlerSettingsInput;

@@ -194,7 +194,11 @@ export interface ThrottlerSettings {
   readonly scopes: Readonly<Record<string, ThrottlingScopeConfig>>;
   readonly backoff: ResolvedBackoff;
   readonly rampup: ResolvedRampup;
-  readonly retry: { readonly enabled: boolean; readonly times: number; readonly httpCodes: readonly number[] };
+  readonly retry: {
+    readonly enabled: boolean;
+    readonly times: number;
+    readonly httpCodes: readonly number[];
+  };
   readonly autothrottle: {
     readonly enabled: boolean;
     readonly startDelayMs: number;
@@ -248,7 +252,13 @@ export const DEFAULTS: ThrottlerSettings = {
   rampup: { backoffTarget: [1, 1], delayFactor: 0.5, minDelayMs: 0 },
   retry: { enabled: true, times: 2, httpCodes: [500, 502, 503, 504, 522, 524, 408, 429] },
   autothrottle: { enabled: false, startDelayMs: 5_000, maxDelayMs: 60_000, targetConcurrency: 1 },
-  queue: { fifo: false, depthPriority: 0, dedupe: true, order: "throttling-aware", jobDir: undefined },
+  queue: {
+    fifo: false,
+    depthPriority: 0,
+    dedupe: true,
+    order: "throttling-aware",
+    jobDir: undefined,
+  },
   scopeLimit: 100_000,
   scopeMaxIdleMs: 3_600_000,
   delayedRequestsWarnThreshold: 500,
@@ -317,7 +327,9 @@ function resolveRampup(
  */
 export function parseSettings(input: unknown = {}, what = "throttler"): ThrottlerSettings {
   const parsed = settingsSchema.safeParse(input ?? {});
-  if (!parsed.success) throw formatSettingsError(parsed.error, input, what, { schema: settingsSchema });
+  if (!parsed.success) {
+    throw formatSettingsError(parsed.error, input, what, { schema: settingsSchema });
+  }
   const s = parsed.data;
   const d = DEFAULTS;
   const backoff = resolveBackoff(d.backoff, s.backoff);
@@ -377,10 +389,15 @@ const HOSTLIKE = /^[a-z0-9-]+(\.[a-z0-9-]+)*\.?(:\d{1,5})?$/i;
  * a custom scope. Decision written in docs/DECISIONS.md.
  */
 export function scopeKind(scope: string): ScopeKind {
-  if (IPV4.test(scope) || scope.startsWith("[") || (scope.includes(":") && scope.split(":").length > 2)) {
+  if (
+    IPV4.test(scope) || scope.startsWith("[") ||
+    (scope.includes(":") && scope.split(":").length > 2)
+  ) {
     return "ip";
   }
-  return HOSTLIKE.test(scope) && (scope.includes(".") || scope.startsWith("localhost")) ? "domain" : "custom";
+  return HOSTLIKE.test(scope) && (scope.includes(".") || scope.startsWith("localhost"))
+    ? "domain"
+    : "custom";
 }
 
 /**

@@ -24,8 +24,8 @@ import { hostScope } from "./domain_scopes.ts";
 import { InvalidScopesError, normalizeScopes, type RequestScopes } from "./scopes.ts";
 import {
   parseSettings,
-  resolveScopeConfig,
   type ResolvedScopeConfig,
+  resolveScopeConfig,
   type ScopeKind,
   scopeKind,
   type ScopeManagerFactory,
@@ -221,7 +221,9 @@ export class Throttler<R = unknown> {
    */
   delayScope(scope: string, ms: number): void {
     if (!Number.isFinite(ms) || ms < 0) {
-      throw new RangeError(`Cannot delay scope '${scope}' as 'ms' must be a finite number >= 0: current value is ${ms}`);
+      throw new RangeError(
+        `Cannot delay scope '${scope}' as 'ms' must be a finite number >= 0: current value is ${ms}`,
+      );
     }
     this.recordBackoff(scope, { holdMs: ms, uncapped: true, cause: "delayScope" }, "delay-scope");
   }
@@ -282,7 +284,11 @@ export class Throttler<R = unknown> {
     if (this.#warnedOnce.has(key)) return;
     this.#warnedOnce.add(key);
     const at = this.scheduler.now();
-    this.#emit(scope === undefined ? { type: "warning", at, code, message } : { type: "warning", at, code, message, scope });
+    this.#emit(
+      scope === undefined
+        ? { type: "warning", at, code, message }
+        : { type: "warning", at, code, message, scope },
+    );
   }
 
   /**
@@ -391,7 +397,9 @@ export class Throttler<R = unknown> {
   // ---------------------------------------------------------------------------
 
   #tryStart(ticket: GateTicket, fromGlobal = false): boolean {
-    if (this.#active >= this.settings.concurrentRequests || (!fromGlobal && this.#global.size > 0)) {
+    if (
+      this.#active >= this.settings.concurrentRequests || (!fromGlobal && this.#global.size > 0)
+    ) {
       this.#global.push(ticket);
       if (this.#events.observed) this.#delayed(undefined, "global", Infinity);
       return false;
@@ -566,9 +574,19 @@ export class Throttler<R = unknown> {
     const manager = factory !== undefined
       ? factory({ scope, config, random: this.#random })
       : new ThrottlingScopeManager({ scope, config, random: this.#random });
-    entry = { manager, kind, waiting: undefined, timer: undefined, timerAt: Infinity, wake: undefined, wakeAt: Infinity };
+    entry = {
+      manager,
+      kind,
+      waiting: undefined,
+      timer: undefined,
+      timerAt: Infinity,
+      wake: undefined,
+      wakeAt: Infinity,
+    };
     this.#entries.set(scope, entry);
-    if (this.#events.observed) this.#emit({ type: "scope-created", at: this.scheduler.now(), scope });
+    if (this.#events.observed) {
+      this.#emit({ type: "scope-created", at: this.scheduler.now(), scope });
+    }
     this.#sinceSweep++;
     return entry;
   }
@@ -667,11 +685,13 @@ export class Throttler<R = unknown> {
       const set = this.#watchers.get(scope);
       if (set !== undefined || this.#allWatchers.size > 0) {
         const s = this.#stateOf(scope, entry);
-        if (set !== undefined) for (const fn of set) fn(s);
+        if (set !== undefined) { for (const fn of set) fn(s); }
         for (const fn of this.#allWatchers) fn(s);
       }
     }
-    if (this.#attached > 0 && entry.manager.nextWakeAt !== undefined) this.#armWake(scope, entry, now);
+    if (this.#attached > 0 && entry.manager.nextWakeAt !== undefined) {
+      this.#armWake(scope, entry, now);
+    }
   }
 
   #armWake(scope: string, entry: ScopeEntry, now: number): void {
@@ -756,7 +776,11 @@ export function formatEvent(event: ThrottleEvent): string {
   const { type, at, ...rest } = event;
   const parts = Object.entries(rest)
     .filter(([, v]) => v !== undefined)
-    .map(([k, v]) => `${k}=${Array.isArray(v) ? v.join(",") : typeof v === "number" ? Math.round(v * 1000) / 1000 : v}`);
+    .map(([k, v]) =>
+      `${k}=${
+        Array.isArray(v) ? v.join(",") : typeof v === "number" ? Math.round(v * 1000) / 1000 : v
+      }`
+    );
   return `${Math.round(at)} ${type} ${parts.join(" ")}`;
 }
 

@@ -88,11 +88,20 @@ export function backoffOn<R, T>(
   const settings = throttler.settings;
   const retryOption = options.retry;
   const retry = retryOption === false
-    ? { enabled: false, times: 0, httpCodes: [] as readonly number[], exceptions: [] as readonly ErrorMatcher[], when: undefined }
+    ? {
+      enabled: false,
+      times: 0,
+      httpCodes: [] as readonly number[],
+      exceptions: [] as readonly ErrorMatcher[],
+      when: undefined,
+    }
     : {
-      enabled: (typeof retryOption === "object" ? retryOption.enabled : undefined) ?? settings.retry.enabled,
-      times: (typeof retryOption === "object" ? retryOption.times : undefined) ?? settings.retry.times,
-      httpCodes: (typeof retryOption === "object" ? retryOption.httpCodes : undefined) ?? settings.retry.httpCodes,
+      enabled: (typeof retryOption === "object" ? retryOption.enabled : undefined) ??
+        settings.retry.enabled,
+      times: (typeof retryOption === "object" ? retryOption.times : undefined) ??
+        settings.retry.times,
+      httpCodes: (typeof retryOption === "object" ? retryOption.httpCodes : undefined) ??
+        settings.retry.httpCodes,
       exceptions: (typeof retryOption === "object" ? retryOption.exceptions : undefined) ??
         settings.backoff.exceptions,
       when: typeof retryOption === "object" ? retryOption.when : undefined,
@@ -105,7 +114,11 @@ export function backoffOn<R, T>(
   const clock = options.nowEpochMs ?? (() => throttler.scheduler.now());
   const custom = options.getResponseBackoff;
   const base = (outcome: Outcome<R, T>) =>
-    defaultResponseBackoff(throttler as Throttler<unknown>, outcome as Outcome<unknown, unknown>, clock());
+    defaultResponseBackoff(
+      throttler as Throttler<unknown>,
+      outcome as Outcome<unknown, unknown>,
+      clock(),
+    );
 
   return (source) =>
     new Observable<Outcome<R, T>>((subscriber) =>
@@ -143,7 +156,9 @@ export function backoffOn<R, T>(
       if (b.trigger) {
         throttler.recordBackoff(
           scope,
-          b.holdMs === undefined ? { cause: b.cause ?? "trigger" } : { holdMs: b.holdMs, cause: b.cause ?? "trigger" },
+          b.holdMs === undefined
+            ? { cause: b.cause ?? "trigger" }
+            : { holdMs: b.holdMs, cause: b.cause ?? "trigger" },
           b.holdSource ?? "retry-after",
         );
       }
@@ -159,7 +174,9 @@ export function backoffOn<R, T>(
   function isRetryable(outcome: Outcome<R, T>, status: number | undefined): boolean {
     const verdict = retry.when?.(outcome as Outcome<unknown, unknown>);
     if (verdict !== undefined) return verdict;
-    if (outcome.kind === "response") return status !== undefined && retry.httpCodes.includes(status);
+    if (outcome.kind === "response") {
+      return status !== undefined && retry.httpCodes.includes(status);
+    }
     return errorMatches(classifyDownloadError(outcome.error), retry.exceptions);
   }
 }

@@ -29,7 +29,10 @@ export interface DownloadContext {
 }
 
 /** Downloads one request: a Promise, or any ObservableInput whose first value is the response. */
-export type DownloadFn<R, T> = (request: R, context: DownloadContext) => PromiseLike<T> | ObservableInput<T>;
+export type DownloadFn<R, T> = (
+  request: R,
+  context: DownloadContext,
+) => PromiseLike<T> | ObservableInput<T>;
 
 /** Put into an error outcome when a download Observable completes without a value. */
 export class EmptyDownloadError extends Error {
@@ -94,7 +97,11 @@ class Gate<R, T> {
   readonly timers = new Set<Subscription>();
   readonly resubmit: Resubmit;
 
-  constructor(throttler: Throttler<R>, download: DownloadFn<R, T>, subscriber: Subscriber<Outcome<R, T>>) {
+  constructor(
+    throttler: Throttler<R>,
+    download: DownloadFn<R, T>,
+    subscriber: Subscriber<Outcome<R, T>>,
+  ) {
     this.throttler = throttler;
     this.download = download;
     this.subscriber = subscriber;
@@ -238,7 +245,12 @@ class Flight<R, T> implements GateTicket, DownloadContext {
     if (gate.head !== undefined) gate.head.prev = this;
     gate.head = this;
     if (throttler.observed) {
-      throttler.emit({ type: "request-sent", at: this.sentAt, scopes: this.scopes, attempt: this.attempt });
+      throttler.emit({
+        type: "request-sent",
+        at: this.sentAt,
+        scopes: this.scopes,
+        attempt: this.attempt,
+      });
     }
     let result: PromiseLike<T> | ObservableInput<T>;
     try {
@@ -248,7 +260,10 @@ class Flight<R, T> implements GateTicket, DownloadContext {
       return;
     }
     if (isPromiseLike<T>(result)) {
-      result.then((value) => this.settle("response", value), (error) => this.settle("error", error));
+      result.then(
+        (value) => this.settle("response", value),
+        (error) => this.settle("error", error),
+      );
       return;
     }
     let got = false;
@@ -261,7 +276,9 @@ class Flight<R, T> implements GateTicket, DownloadContext {
       },
       error: (error) => this.settle("error", error),
       complete: () => {
-        if (!got) this.settle("error", new EmptyDownloadError("download completed without a value"));
+        if (!got) {
+          this.settle("error", new EmptyDownloadError("download completed without a value"));
+        }
       },
     });
     if (got) this.inner.unsubscribe();
@@ -335,7 +352,8 @@ class Flight<R, T> implements GateTicket, DownloadContext {
 
 function isPromiseLike<T>(value: unknown): value is PromiseLike<T> {
   return value instanceof Promise ||
-    (typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function" &&
+    (typeof value === "object" && value !== null &&
+      typeof (value as { then?: unknown }).then === "function" &&
       typeof (value as { subscribe?: unknown }).subscribe !== "function");
 }
 

@@ -512,7 +512,7 @@ for (const style of ["token-bucket", "concurrency-cap", "slow", "robots-delay", 
   await site.close();
   console.log(style, statuses.join(","));
 }`;
-    const runtime = process.versions["bun"] ? "bun" : "deno" in globalThis ? "deno" : "node";
+    const runtime = process.versions["bun"] ? "bun" : "Deno" in globalThis ? "deno" : "node";
     const args = runtime === "bun"
       ? ["-e", code]
       : runtime === "deno"
