@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import fc from "fast-check";
 import { asyncScheduler, type SchedulerLike } from "rxjs";
 import { createDnsCache, DnsLookupError, type DnsResolver } from "../lib/dns_cache.ts";
 
@@ -147,6 +148,30 @@ describe("createDnsCache()", () => {
     expect(calls).toEqual(["a", "b", "c"]);
     dns.clear();
     expect(dns.size).toBe(0);
+  });
+
+  it("lookup() keeps at most maxEntries hosts, and never evicts the two last used", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 3, max: 8 }),
+        fc.array(fc.integer({ min: 0, max: 12 }), { minLength: 1, maxLength: 60 }),
+        async (maxEntries, keys) => {
+          const dns = createDnsCache({
+            resolve: (h) => Promise.resolve([`10.0.0.${h.slice(1)}`]),
+            maxEntries,
+          });
+          let previous: string | undefined;
+          for (const k of keys) {
+            const host = `h${k}`;
+            expect(await dns.lookup(host)).toBe(`10.0.0.${k}`);
+            expect(dns.size).toBeLessThanOrEqual(maxEntries);
+            expect(dns.peek(host)).toBe(`10.0.0.${k}`);
+            if (previous !== undefined) expect(dns.peek(previous)).toBeDefined();
+            previous = host;
+          }
+        },
+      ),
+    );
   });
 
   it.each([
