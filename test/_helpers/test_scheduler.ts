@@ -10,9 +10,14 @@ import { TestScheduler } from "rxjs/testing";
 import { expect } from "vitest";
 import type { DownloadContext } from "../../operators/throttle_by_scope.ts";
 
-/** A `TestScheduler` whose marble assertions are vitest's `toEqual`. */
+/**
+ * A `TestScheduler` whose marble assertions are vitest's `toEqual`, with no
+ * frame limit for `flush()` outside `run()` (the default stops at 750 ms).
+ */
 export function testScheduler(): TestScheduler {
-  return new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
+  const scheduler = new TestScheduler((actual, expected) => expect(actual).toEqual(expected));
+  scheduler.maxFrames = Number.POSITIVE_INFINITY;
+  return scheduler;
 }
 
 /** One download as a recording download saw it. */
