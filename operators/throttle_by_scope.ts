@@ -266,8 +266,18 @@ class Flight<R, T> implements GateTicket, DownloadContext {
       );
       return;
     }
+    let input: Observable<T>;
+    try {
+      // `from` throws at once for a value that is neither a promise nor an
+      // ObservableInput (a JavaScript caller returning a plain response):
+      // uncaught, that would leak the slot and escape the pipeline.
+      input = from(result);
+    } catch (error) {
+      this.settle("error", error);
+      return;
+    }
     let got = false;
-    this.inner = from(result).subscribe({
+    this.inner = input.subscribe({
       next: (value) => {
         if (got) return;
         got = true;

@@ -431,6 +431,24 @@ describe("throttleByScope()", () => {
     expect(throttler.active).toBe(0);
   });
 
+  it("throttleByScope() turns a download that returns no Promise or ObservableInput into an error outcome", () => {
+    const { scheduler, throttler } = setup({ concurrentRequestsPerDomain: 1 });
+    // A JavaScript caller (no type checking) returning a plain value.
+    const download = (() => ({ status: 200 })) as unknown as () => Promise<{ status: number }>;
+    const out = collect(
+      throttler,
+      from(["http://a.test/1", "http://a.test/2"]).pipe(throttleByScope(throttler, download)),
+    );
+    scheduler.flush();
+    expect(out.values.map((v) => [v.value.kind, (v.value as { error?: Error }).error?.name]))
+      .toEqual([
+        ["error", "TypeError"],
+        ["error", "TypeError"],
+      ]);
+    expect(out.completedAt).toBe(0);
+    expect([throttler.active, throttler.held]).toEqual([0, 0]);
+  });
+
   it("throttleByScope() propagates an error of the source and aborts what is in flight", () => {
     const { scheduler, throttler, rec } = setup({}, () => 1000);
     const source = new Subject<Req>();
