@@ -132,6 +132,10 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#delayMs = Math.min(b.maxDelayMs, Math.max(b.minDelayMs, this.#delayMs * b.delayFactor));
     this.#level++;
     this.#quietSince = now;
+    // The next send was timed with the old delay when the last request went
+    // out; without this a request slips through right after a 429.
+    const next = now + this.#jittered(this.#delayMs);
+    if (next > this.#nextSendAt) this.#nextSendAt = next;
   }
 
   reconcileQuota(now: number, r: QuotaReconciliation): void {
