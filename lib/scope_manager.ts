@@ -6,9 +6,11 @@
  *
  * @module
  */
-import type { ResolvedScopeConfig } from "./settings.ts";
+import type { ResolvedRampup, ResolvedScopeConfig } from "./settings.ts";
+import { RampupController } from "./_rampup.ts";
 import type {
   BackoffSignal,
+  DoneInfo,
   QuotaReconciliation,
   ScopeState,
   ScopeStep,
@@ -41,7 +43,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   readonly config: ResolvedScopeConfig;
   readonly #random: () => number;
 
-  /** Configured delay; recovery goes back to it (in rampup scopes: to `#floorDelayMs`). */
+  /** Configured delay; recovery goes back to it. */
   #baseDelayMs: number;
   #delayMs: number;
   #concurrency: number;
@@ -55,12 +57,8 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   // Quota of the current fixed window (NaN: no window open).
   #quotaUsed = 0;
   #quotaResetsAt = Number.NaN;
-  // Rampup: the current window and its trigger count; sends seen in it.
-  #rampWindowStart = Number.NaN;
-  #rampTriggers = 0;
-  #rampSends = 0;
-  /** In a rampup scope: the delay reached before the last trigger (what recovery climbs back to). */
-  #floorDelayMs: number;
+  /** Rampup's arithmetic (lib/_rampup.ts), when the scope ramps up. */
+  #ramp: RampupController | undefined;
 
   constructor(options: ScopeManagerOptions) {
     this.scope = options.scope;
@@ -68,10 +66,38 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#random = options.random;
     this.#baseDelayMs = options.config.delayMs;
     this.#delayMs = options.config.delayMs;
-    this.#floorDelayMs = options.config.delayMs;
-    this.#concurrency = options.config.rampup === undefined
-      ? options.config.concurrency
-      : options.config.minConcurrency;
+    this.#concurrency = options.config.concurrency;
+    if (options.config.rampup !== undefined) this.enableRampup(options.config.rampup);
+  }
+
+  /**
+   * Turn rampup on (the `rampup` operator does this for scopes it sees). The
+   * scope then starts over from `minConcurrency`; requests in flight finish.
+   * Already ramping: the new options apply from the next window, and what was
+   * learned is kept.
+   *
+   * @param rampup Rampup options with defaults filled in.
+   */
+  enableRampup(rampup: ResolvedRampup): void {
+    const c = this.config;
+    const limits = {
+      minConcurrency: c.minConcurrency,
+      maxConcurrency: c.maxConcurrency,
+      maxDelayMs: c.backoff.maxDelayMs,
+      windowMs: c.backoff.windowMs,
+      triggerCodes: c.backoff.httpCodes,
+    };
+    if (this.#ramp !== undefined) {
+      this.#ramp.config = rampup;
+      return;
+    }
+    this.#ramp = new RampupController(rampup, limits);
+    this.#concurrency = c.minConcurrency;
+  }
+
+  /** Whether rampup is probing this scope. */
+  get rampup(): boolean {
+    return this.#ramp !== undefined;
   }
 
   canSend(now: number, amount?: number): number {
@@ -89,10 +115,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   recordSent(now: number, amount?: number): void {
     this.#active++;
     this.#lastActivity = now;
-    this.#rampSends++;
-    if (this.config.rampup !== undefined && Number.isNaN(this.#rampWindowStart)) {
-      this.#rampWindowStart = now;
-    }
+    this.#ramp?.onSent(now);
     const delay = this.#delayMs;
     this.#nextSendAt = delay > 0 ? now + this.#jittered(delay) : now;
     if (amount !== undefined && amount > 0 && this.config.quota !== undefined) {
@@ -104,9 +127,10 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     }
   }
 
-  recordDone(now: number): void {
+  recordDone(now: number, result?: DoneInfo): void {
     if (this.#active > 0) this.#active--;
     this.#lastActivity = now;
+    this.#ramp?.onDone(now, result);
   }
 
   recordBackoff(now: number, signal: BackoffSignal = {}): void {
@@ -116,17 +140,14 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       const hold = signal.uncapped === true ? signal.holdMs : Math.min(signal.holdMs, b.maxDelayMs);
       if (now + hold > this.#holdUntil) this.#holdUntil = now + hold;
     }
-    if (this.config.rampup !== undefined) {
-      this.#rampTriggers++;
-      // Additive increase, multiplicative decrease: concurrency is cut first.
-      if (this.#concurrency > this.config.minConcurrency) {
-        this.#floorDelayMs = this.#delayMs;
-        this.#concurrency = Math.max(this.config.minConcurrency, Math.floor(this.#concurrency / 2));
-        this.#level++;
-        this.#quietSince = now;
-        return;
-      }
-      if (this.#level === 0) this.#floorDelayMs = this.#delayMs;
+    if (this.#ramp !== undefined && this.#level === 0) {
+      // Rampup's cut of the achieved rate replaces the exponential step
+      // (lib/_rampup.ts); a tolerated trigger only holds.
+      const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
+      this.#ramp.onTrigger(now, knobs, this.#active);
+      this.#delayMs = knobs.delayMs;
+      this.#concurrency = knobs.concurrency;
+      return;
     }
     if (b.windowMs === 0) return; // instant recovery: only the hold remains
     this.#delayMs = Math.min(b.maxDelayMs, Math.max(b.minDelayMs, this.#delayMs * b.delayFactor));
@@ -155,7 +176,6 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   setBaseDelay(delayMs: number): void {
     const wasAtBase = this.#level === 0;
     this.#baseDelayMs = delayMs;
-    this.#floorDelayMs = delayMs;
     if (wasAtBase || this.#delayMs < delayMs) this.#delayMs = delayMs;
   }
 
@@ -171,10 +191,11 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   nextWakeAt(now: number): number | undefined {
     let at = Infinity;
     if (this.#level > 0) at = this.#quietSince + this.config.backoff.windowMs;
-    const ramp = this.config.rampup;
-    if (ramp !== undefined && !Number.isNaN(this.#rampWindowStart)) {
-      const end = this.#rampWindowStart + this.config.backoff.windowMs;
-      if (end < at) at = end;
+    const ramp = this.#ramp;
+    if (ramp !== undefined) {
+      if (ramp.hasPending) return now;
+      const end = ramp.nextWakeAt();
+      if (end !== undefined && end < at) at = end;
     }
     if (this.#holdUntil > now && this.#holdUntil < at) at = this.#holdUntil;
     return at === Infinity ? undefined : Math.max(at, now);
@@ -182,65 +203,23 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
 
   advance(now: number): readonly ScopeStep[] {
     const window = this.config.backoff.windowMs;
-    if (this.#level === 0 && this.config.rampup === undefined) return NO_STEPS;
+    if (this.#level === 0 && this.#ramp === undefined) return NO_STEPS;
     const steps: ScopeStep[] = [];
     while (this.#level > 0 && window > 0 && now >= this.#quietSince + window) {
       this.#quietSince += window;
       this.#level--;
-      const floor = this.config.rampup === undefined ? this.#baseDelayMs : this.#floorDelayMs;
       this.#delayMs = this.#level === 0
-        ? floor
-        : Math.max(floor, this.#delayMs / this.config.backoff.delayFactor);
+        ? this.#baseDelayMs
+        : Math.max(this.#baseDelayMs, this.#delayMs / this.config.backoff.delayFactor);
       steps.push({ kind: "recovery", delayMs: this.#delayMs, level: this.#level });
     }
-    const ramp = this.config.rampup;
-    if (ramp !== undefined && window > 0 && !Number.isNaN(this.#rampWindowStart)) {
-      if (now >= this.#rampWindowStart + window) {
-        // One step per window that saw traffic: after an idle gap the windows
-        // with no sends are skipped rather than taken as a burst of steps.
-        const triggers = this.#rampTriggers;
-        const busy = this.#rampSends > 0;
-        this.#rampTriggers = 0;
-        this.#rampSends = 0;
-        const elapsed = Math.floor((now - this.#rampWindowStart) / window);
-        this.#rampWindowStart = elapsed > 1 ? Number.NaN : this.#rampWindowStart + window;
-        if (busy && this.#level === 0 && triggers < ramp.backoffTarget[0]) {
-          steps.push(this.#rampStep());
-        }
-      }
+    if (this.#ramp !== undefined && this.#level === 0) {
+      const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
+      this.#ramp.advance(now, knobs, steps);
+      this.#delayMs = knobs.delayMs;
+      this.#concurrency = knobs.concurrency;
     }
-    return steps;
-  }
-
-  #rampStep(): ScopeStep {
-    const ramp = this.config.rampup!;
-    if (this.#delayMs > ramp.minDelayMs) {
-      let next = this.#delayMs * ramp.delayFactor;
-      if (next - ramp.minDelayMs < 1) next = ramp.minDelayMs;
-      this.#delayMs = next;
-      this.#floorDelayMs = next;
-      return {
-        kind: "rampup",
-        delayMs: next,
-        concurrency: this.#concurrency,
-        why: "below target: lower delay",
-      };
-    }
-    if (this.#concurrency < this.config.maxConcurrency) {
-      this.#concurrency++;
-      return {
-        kind: "rampup",
-        delayMs: this.#delayMs,
-        concurrency: this.#concurrency,
-        why: "below target: raise concurrency",
-      };
-    }
-    return {
-      kind: "rampup",
-      delayMs: this.#delayMs,
-      concurrency: this.#concurrency,
-      why: "at maximum",
-    };
+    return steps.length === 0 ? NO_STEPS : steps;
   }
 
   state(now: number): ScopeState {
@@ -260,7 +239,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         used: windowOpen ? this.#quotaUsed : 0,
         resetsAt: windowOpen ? this.#quotaResetsAt : 0,
       },
-      rampup: this.config.rampup !== undefined,
+      rampup: this.#ramp !== undefined,
     };
   }
 
