@@ -1,0 +1,180 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { JOB_DIR_LOG, JobDir } from "../lib/job_dir.ts";
+import { type QueueWarning, RequestQueue } from "../lib/request_queue.ts";
+import type { RequestObject } from "../lib/request.ts";
+
+const dirs: string[] = [];
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), "politely-jobdir-"));
+  dirs.push(d);
+  return d;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+const u = (p: string) => `https://a.example/${p}`;
+
+function drainAll<R>(q: RequestQueue<R>): R[] {
+  const out: R[] = [];
+  q.requests$.subscribe((r) => {
+    out.push(r);
+    q.markDone(r);
+  });
+  return out;
+}
+
+function warningsOf(q: RequestQueue<unknown>): QueueWarning[] {
+  const w: QueueWarning[] = [];
+  q.warnings$.subscribe((x) => w.push(x)).unsubscribe();
+  return w;
+}
+
+describe("JobDir", () => {
+  it("RequestQueue resumes pending requests in order after a clean stop and remembers seen fingerprints", () => {
+    const dir = tempDir();
+    const q1 = new RequestQueue<string>({ jobDir: dir });
+    for (const p of ["1", "2", "3"]) q1.enqueue(u(p));
+    q1.enqueue({ url: u("s"), priority: 2 } as unknown as string, { start: true });
+    expect(q1.stats()).toMatchObject({ enqueuedDisk: 4, enqueuedMemory: 0 });
+    q1.close();
+    const q2 = new RequestQueue<string | RequestObject>({ jobDir: dir });
+    expect(q2.stats().resumed).toBe(4);
+    expect(q2.enqueue(u("2"))).toBe(false);
+    expect(drainAll(q2)).toEqual([{ url: u("s"), priority: 2 }, u("3"), u("2"), u("1")]);
+    q2.close();
+    const q3 = new RequestQueue<string>({ jobDir: dir });
+    expect(q3.size).toBe(0);
+    expect(q3.enqueue(u("1"))).toBe(false);
+    q3.close();
+  });
+
+  it("RequestQueue after a crash resumes pending and in-flight requests, not completed ones", () => {
+    const dir = tempDir();
+    const q1 = new RequestQueue<string>({
+      jobDir: dir,
+      fifo: true,
+      start: [u("1"), u("2"), u("3")],
+    });
+    const sent: string[] = [];
+    q1.requests$.subscribe((r) => sent.push(r));
+    expect(sent).toEqual([u("1"), u("2"), u("3")]);
+    q1.enqueue(u("4")); // discovered from 1's response...
+    q1.markDone(u("1")); // ...which then completes: both on file now
+    // No close(): the process dies here.
+    const q2 = new RequestQueue<string>({ jobDir: dir, fifo: true });
+    expect(q2.size).toBe(3);
+    expect(q2.enqueue(u("1"))).toBe(false);
+    expect(drainAll(q2).sort()).toEqual([u("2"), u("3"), u("4")]);
+    q2.close();
+  });
+
+  it("RequestQueue recovers a job directory whose last record is torn and names the file", () => {
+    const dir = tempDir();
+    const q1 = new RequestQueue<string>({ jobDir: dir });
+    q1.enqueue(u("1"));
+    q1.enqueue(u("2"));
+    q1.flush();
+    appendFileSync(join(dir, JOB_DIR_LOG), '1234abcd ["E",3,0,0,"GET https://a.exa');
+    const q2 = new RequestQueue<string>({ jobDir: dir });
+    const w = warningsOf(q2 as RequestQueue<unknown>);
+    expect(w.map((x) => x.code)).toEqual(["jobdir-corrupt-record"]);
+    expect(w[0]?.message).toContain(join(dir, JOB_DIR_LOG));
+    expect(w[0]?.message).toMatch(/line 4/);
+    expect(q2.size).toBe(2);
+    q2.enqueue(u("3"));
+    q2.flush();
+    // The torn line is gone, so the new record is readable after it.
+    const q3 = new RequestQueue<string>({ jobDir: dir });
+    expect(warningsOf(q3 as RequestQueue<unknown>)).toEqual([]);
+    expect(q3.size).toBe(3);
+  });
+
+  it("RequestQueue skips a corrupt record in the middle of the log and keeps the rest", () => {
+    const dir = tempDir();
+    const q1 = new RequestQueue<string>({ jobDir: dir });
+    for (const p of ["1", "2", "3"]) q1.enqueue(u(p));
+    q1.flush();
+    const path = join(dir, JOB_DIR_LOG);
+    const lines = readFileSync(path, "utf8").split("\n");
+    lines[2] = (lines[2] as string).replace("/2", "/X");
+    writeFileSync(path, lines.join("\n"));
+    const q2 = new RequestQueue<string>({ jobDir: dir });
+    const w = warningsOf(q2 as RequestQueue<unknown>);
+    expect(w.length).toBe(1);
+    expect(w[0]?.message).toMatch(/line 3: checksum/);
+    expect(drainAll(q2)).toEqual([u("3"), u("1")]);
+  });
+
+  it("RequestQueue keeps unserializable requests in memory, counts them, and does not remember them after a crash", () => {
+    const dir = tempDir();
+    const q1 = new RequestQueue<RequestObject>({ jobDir: dir });
+    const bad = { url: u("fn"), meta: { callback: () => 1 } };
+    q1.enqueue(bad);
+    q1.enqueue({ url: u("ok") });
+    expect(q1.stats()).toMatchObject({ unserializable: 1, enqueuedMemory: 1, enqueuedDisk: 1 });
+    q1.close();
+    const q2 = new RequestQueue<RequestObject>({ jobDir: dir });
+    expect(q2.size).toBe(1);
+    expect(q2.enqueue(bad)).toBe(true);
+  });
+
+  it("RequestQueue remembers an unserializable request's fingerprint once it completed", () => {
+    const dir = tempDir();
+    const q1 = new RequestQueue<RequestObject>({ jobDir: dir });
+    const bad = { url: u("fn"), meta: { callback: () => 1 } };
+    q1.enqueue(bad);
+    expect(drainAll(q1)).toEqual([bad]);
+    const q2 = new RequestQueue<RequestObject>({ jobDir: dir });
+    expect(q2.enqueue(bad)).toBe(false);
+  });
+
+  it("RequestQueue round-trips a body-less WHATWG Request through the job directory", () => {
+    const dir = tempDir();
+    const q1 = new RequestQueue<Request>({ jobDir: dir });
+    q1.enqueue(new Request(u("r"), { method: "HEAD", headers: { "x-a": "1" } }));
+    q1.close();
+    const q2 = new RequestQueue<Request>({ jobDir: dir });
+    const [r] = drainAll(q2);
+    expect([r?.url, r?.method, r?.headers.get("x-a")]).toEqual([u("r"), "HEAD", "1"]);
+  });
+
+  it("RequestQueue compacts the log once completions outnumber what is live", () => {
+    const dir = tempDir();
+    const q = new RequestQueue<string>({ jobDir: dir, dedupe: false });
+    const path = join(dir, JOB_DIR_LOG);
+    q.enqueue(u("x"));
+    let n = 0;
+    q.requests$.subscribe((r) => {
+      if (++n < 100_005) q.enqueue(r);
+      q.markDone(r);
+    });
+    // 100k enqueue + 100k done records were reclaimed: only a few lines remain.
+    expect(readFileSync(path, "utf8").split("\n").length).toBeLessThan(20);
+    q.close();
+  });
+
+  it("JobDir.open() rejects an unknown fsync policy, naming the option", () => {
+    expect(() => JobDir.open(tempDir(), { fsync: "sometimes" as "always" })).toThrow(/'fsync'/);
+  });
+
+  it("JobDir with fsync always writes every record through", () => {
+    const dir = tempDir();
+    const { jobDir } = JobDir.open(dir, { fsync: "always" });
+    jobDir.enqueue({
+      seq: 1,
+      start: false,
+      priority: 0,
+      fingerprint: "f",
+      data: "https://a.example/",
+    });
+    jobDir.flush();
+    const { recovered } = JobDir.open(dir);
+    expect(recovered.pending.map((e) => e.seq)).toEqual([1]);
+    expect([...recovered.seen]).toEqual(["f"]);
+    jobDir.close();
+  });
+});
