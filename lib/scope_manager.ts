@@ -144,9 +144,12 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       // Rampup's cut of the achieved rate replaces the exponential step
       // (lib/_rampup.ts); a tolerated trigger only holds.
       const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
-      this.#ramp.onTrigger(now, knobs, this.#active);
-      this.#delayMs = knobs.delayMs;
-      this.#concurrency = knobs.concurrency;
+      if (this.#ramp.onTrigger(now, knobs, this.#active) !== undefined) {
+        this.#delayMs = knobs.delayMs;
+        this.#concurrency = knobs.concurrency;
+        const next = now + this.#jittered(this.#delayMs);
+        if (next > this.#nextSendAt) this.#nextSendAt = next;
+      }
       return;
     }
     if (b.windowMs === 0) return; // instant recovery: only the hold remains
