@@ -50,7 +50,7 @@ describe("requestFingerprint", () => {
     const arg = fc.tuple(fc.constantFrom("a", "b", "c", "d"), fc.stringMatching(/^[a-z0-9]{0,3}$/));
     fc.assert(
       fc.property(fc.array(arg, { maxLength: 6 }), fc.infiniteStream(fc.nat()), (args, rnd) => {
-        const shuffled = [...args];
+        const shuffled: [string, string][] = [...args];
         const it = rnd[Symbol.iterator]();
         for (let i = shuffled.length - 1; i > 0; i--) {
           const j = (it.next().value as number) % (i + 1);
@@ -59,7 +59,8 @@ describe("requestFingerprint", () => {
             shuffled[i] as [string, string],
           ];
         }
-        const q = (xs: [string, string][]) => xs.map(([k, v]) => `${k}=${v}`).join("&");
+        const q = (xs: readonly (readonly [string, string])[]) =>
+          xs.map(([k, v]) => `${k}=${v}`).join("&");
         expect(requestFingerprint(`https://h.example/p?${q(shuffled)}`))
           .toBe(requestFingerprint(`https://h.example/p?${q(args)}`));
       }),
