@@ -605,6 +605,9 @@ export class Throttler<R = unknown> {
     const now = this.scheduler.now();
     let over = limit > 0 ? this.#entries.size - limit : 0;
     let budget = 64 + Math.max(0, over) * 2;
+    // The map is in least-recently-used order only while #start keeps it so
+    // (same condition as there); otherwise it is in creation order.
+    const lruOrdered = limit > 0 && this.#entries.size > limit >> 1;
     for (const [scope, entry] of this.#entries) {
       if (budget-- <= 0) break;
       const free = (entry.waiting === undefined || entry.waiting.size === 0) &&
@@ -614,10 +617,10 @@ export class Throttler<R = unknown> {
         over--;
         continue;
       }
-      if (free) {
-        if (over <= 0) break; // the rest were used more recently still
-        continue;
-      }
+      // In LRU order the rest were used more recently still. In creation
+      // order they may be idle for longer: look on, and move this one back so
+      // the next sweep starts past it.
+      if (free && lruOrdered) break;
       this.#entries.delete(scope);
       this.#entries.set(scope, entry);
     }

@@ -242,4 +242,11 @@ describe("Throttler scope eviction", () => {
     expect(evicted(t.events)).toEqual(["idle.test:idle"]);
     expect(t.throttler.state("hot.test")).toBeDefined();
   });
+  it("Throttler evicts an idle scope also when a busier scope was created before it", () => {
+    const t = setup({ scopeLimit: 0, scopeMaxIdleMs: 1000 });
+    const hot = Array.from({ length: 1100 }, (_, i) => [2000, `http://hot.test/${i}`] as const);
+    send(t, [[0, "http://hot.test/first"], [1, "http://idle.test/"], ...hot]);
+    t.scheduler.flush();
+    expect(evicted(t.events)).toEqual(["idle.test:idle"]);
+  });
 });
