@@ -6,6 +6,8 @@
  * @module
  */
 import { asyncScheduler, type SchedulerLike } from "rxjs";
+import { DownloadFailedError } from "./download_errors.ts";
+import { Lru } from "./_lru.ts";
 
 /** Resolves a host name to its addresses, best first. */
 export type DnsResolver = (host: string) => Promise<readonly string[]>;
@@ -38,18 +40,37 @@ export interface DnsCacheOptions {
   readonly scheduler?: SchedulerLike;
 }
 
-/** A host name could not be resolved: the resolver failed or found no address. */
-export class DnsLookupError extends Error {
-  override readonly name = "DnsLookupError";
+/**
+ * A host name could not be resolved: the resolver failed or found no address.
+ * A `DownloadFailedError` (the connection failed before a response), so
+ * `backoff.exceptions` and error handling that know that class know this one.
+ *
+ * @example
+ * ```ts
+ * import { DnsLookupError } from "./dns_cache.ts";
+ * import { DownloadFailedError } from "./download_errors.ts";
+ * const e = new DnsLookupError("gone.example");
+ * console.assert(e instanceof DownloadFailedError && e.host === "gone.example");
+ * ```
+ */
+export class DnsLookupError extends DownloadFailedError {
+  override readonly name: string = "DnsLookupError";
   /** The host that was looked up. */
   readonly host: string;
   /**
    * @param host The host that was looked up.
-   * @param options `cause`: the resolver's error, if any.
+   * @param options `cause`: the resolver's error, if any (its `code`, such as `ENOTFOUND`, is kept).
    */
   constructor(host: string, options?: { cause?: unknown }) {
-    const why = options?.cause instanceof Error ? `: ${options.cause.message}` : ": no address";
-    super(`DNS lookup of '${host}' failed${why}`, options);
+    const cause = options?.cause;
+    const why = cause instanceof Error ? `: ${cause.message}` : ": no address";
+    const code = (cause as { code?: unknown } | undefined)?.code;
+    super(
+      `DNS lookup of '${host}' failed${why}`,
+      options !== undefined && "cause" in options
+        ? { cause, ...(typeof code === "string" ? { code } : {}) }
+        : undefined,
+    );
     this.host = host;
   }
 }
@@ -78,8 +99,6 @@ interface Entry {
   address: string | undefined;
   /** Scheduler time after which the entry is stale; Infinity while in flight. */
   expiresAt: number;
-  /** Value of the cache's move counter when the entry was last (re)inserted. */
-  movedAt: number;
 }
 
 const IPV4 = /^\d{1,3}(?:\.\d{1,3}){3}$/;
@@ -142,15 +161,8 @@ export function createDnsCache(options: DnsCacheOptions = {}): DnsCache {
     );
   }
   const scheduler = options.scheduler ?? asyncScheduler;
-  // A Map iterates in insertion order, so re-inserting an entry on use keeps
-  // the least recently used first and eviction is O(1). Re-inserting on every
-  // hit costs about 1 µs (a Map delete and set), ten times the lookup, so an
-  // entry moves only once it is in the older half (more than half the bound's
-  // moves ago): an LRU approximation that never evicts an entry used within
-  // the last maxEntries / 2 moves.
-  const entries = new Map<string, Entry>();
-  const moveAfter = Math.max(1, Math.floor(maxEntries / 2));
-  let moves = 0;
+  // Approximate LRU (lib/_lru.ts): a hit costs a Map get.
+  const entries = new Lru<Entry>(maxEntries);
 
   const fresh = (key: string): Entry | undefined => {
     const entry = entries.get(key);
@@ -159,11 +171,6 @@ export function createDnsCache(options: DnsCacheOptions = {}): DnsCache {
       entries.delete(key);
       return undefined;
     }
-    if (maxEntries > 0 && moves - entry.movedAt >= moveAfter) {
-      entries.delete(key);
-      entries.set(key, entry);
-      entry.movedAt = ++moves;
-    }
     return entry;
   };
 
@@ -171,7 +178,6 @@ export function createDnsCache(options: DnsCacheOptions = {}): DnsCache {
     const entry: Entry = {
       address: undefined,
       expiresAt: Infinity,
-      movedAt: ++moves,
       promise: Promise.resolve()
         .then(() => resolve(key))
         .then(
@@ -190,9 +196,6 @@ export function createDnsCache(options: DnsCacheOptions = {}): DnsCache {
         }),
     };
     entries.set(key, entry);
-    if (maxEntries > 0 && entries.size > maxEntries) {
-      entries.delete(entries.keys().next().value!);
-    }
     return entry;
   };
 

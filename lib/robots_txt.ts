@@ -38,6 +38,7 @@
 import robotsParserModule from "robots-parser";
 import { asyncScheduler, type SchedulerLike, timer } from "rxjs";
 import { originScope } from "./domain_scopes.ts";
+import { Lru } from "./_lru.ts";
 
 /** The part of robots-parser's `Robot` we use. */
 interface ParsedRobots {
@@ -154,8 +155,6 @@ interface Entry {
   rules: RobotsRules | undefined;
   /** Infinity while the fetch is in flight. */
   expiresAt: number;
-  /** Value of the cache's move counter when the entry was last (re)inserted. */
-  movedAt: number;
 }
 
 const ALLOW_ALL = (): boolean => true;
@@ -342,13 +341,8 @@ export function createRobotsTxtCache(options: RobotsTxtCacheOptions): RobotsTxtC
   const errorTtlMs = checkNumber("errorTtlMs", options.errorTtlMs ?? 60_000, 0, false);
   const maxRedirects = checkNumber("maxRedirects", options.maxRedirects ?? 5, 0, true);
   const maxEntries = checkNumber("maxEntries", options.maxEntries ?? 100_000, 0, true);
-  // Insertion order is recency order, so eviction is O(1). An entry is
-  // re-inserted on use only once it is in the older half (a Map delete and set
-  // cost about 1 µs per hit otherwise): approximate LRU that never evicts an
-  // origin used within the last maxEntries / 2 moves.
-  const entries = new Map<string, Entry>();
-  const moveAfter = Math.max(1, Math.floor(maxEntries / 2));
-  let moves = 0;
+  // Approximate LRU (lib/_lru.ts): a hit costs a Map get.
+  const entries = new Lru<Entry>(maxEntries);
 
   const answer = (
     source: "unavailable" | "unreachable",
@@ -421,11 +415,6 @@ export function createRobotsTxtCache(options: RobotsTxtCacheOptions): RobotsTxtC
       entries.delete(key);
       return undefined;
     }
-    if (maxEntries > 0 && moves - entry.movedAt >= moveAfter) {
-      entries.delete(key);
-      entries.set(key, entry);
-      entry.movedAt = ++moves;
-    }
     return entry;
   };
 
@@ -433,7 +422,6 @@ export function createRobotsTxtCache(options: RobotsTxtCacheOptions): RobotsTxtC
     const entry: Entry = {
       rules: undefined,
       expiresAt: Infinity,
-      movedAt: ++moves,
       promise: load(`${key}/robots.txt`).then((loaded) => {
         const keepPrevious = loaded.source === "unreachable" && previous !== undefined &&
           previous.source !== "unreachable";
@@ -444,7 +432,6 @@ export function createRobotsTxtCache(options: RobotsTxtCacheOptions): RobotsTxtC
       }),
     };
     entries.set(key, entry);
-    if (maxEntries > 0 && entries.size > maxEntries) entries.delete(entries.keys().next().value!);
     return entry;
   };
 
@@ -456,7 +443,7 @@ export function createRobotsTxtCache(options: RobotsTxtCacheOptions): RobotsTxtC
       } catch (error) {
         return Promise.reject(error);
       }
-      const stale = entries.get(key);
+      const stale = entries.peek(key);
       return (fresh(key) ?? start(key, stale?.rules)).promise;
     },
     peek(url: string): RobotsRules | undefined {
