@@ -1,0 +1,95 @@
+/**
+ * The settings of a command-line crawl: `--settings FILE` (JSON, Scrapy's
+ * UPPER_CASE names or ours), then each `--set NAME=VALUE` over it, validated
+ * at once. Errors are one line and name the setting.
+ *
+ * @module
+ */
+import { readFileSync } from "node:fs";
+import { loadSettings, parseSettingValue, type ScrapySettingsWarning } from "../scrapy_settings.ts";
+import type { ThrottlerSettingsInput } from "../settings.ts";
+import { describeFsError } from "./input.ts";
+
+/** A settings problem, as the one line the command line prints. */
+export class SettingsError extends Error {
+  override readonly name = "SettingsError";
+}
+
+/** Settings ready for `createThrottler`, and what to tell the user about them. */
+export interface CliSettings {
+  readonly settings: ThrottlerSettingsInput;
+  readonly warnings: readonly ScrapySettingsWarning[];
+}
+
+/**
+ * Read `--settings` and apply `--set` over it. A dotted name (`backoff.maxDelayMs`)
+ * sets a nested camelCase setting.
+ *
+ * @param settingsFile The JSON file, if any.
+ * @param set The `--set` pairs, in order.
+ * @param extra Settings to start from (the demo's), under the file and `--set`.
+ * @returns The validated settings and warnings (ignored Scrapy names, deprecations).
+ * @throws {SettingsError} With one line: unreadable file, malformed JSON, unknown name (with a suggestion), bad value.
+ * @example
+ * ```ts
+ * import { resolveCliSettings } from "./cli_settings.ts";
+ * const { settings } = resolveCliSettings(undefined, [["DOWNLOAD_DELAY", "0.25"]]);
+ * console.assert(settings.downloadDelayMs === 250);
+ * ```
+ */
+export function resolveCliSettings(
+  settingsFile: string | undefined,
+  set: readonly (readonly [string, string])[],
+  extra: Readonly<Record<string, unknown>> = {},
+): CliSettings {
+  let dict: Record<string, unknown> = { ...extra };
+  if (settingsFile !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(settingsFile, "utf8");
+    } catch (error) {
+      throw new SettingsError(`Cannot read settings '${settingsFile}': ${describeFsError(error)}`);
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (error) {
+      throw new SettingsError(
+        `Cannot read settings '${settingsFile}': malformed JSON (${
+          error instanceof Error ? error.message : error
+        })`,
+      );
+    }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+      throw new SettingsError(
+        `Cannot read settings '${settingsFile}': expected a JSON object of settings`,
+      );
+    }
+    dict = { ...dict, ...(parsed as Record<string, unknown>) };
+  }
+  for (const [name, text] of set) {
+    if (name === "") throw new SettingsError(`--set expects NAME=VALUE: the name is empty`);
+    const value = parseSettingValue(name, text);
+    const path = name.split(".");
+    let node = dict;
+    for (const key of path.slice(0, -1)) {
+      const below = node[key];
+      const copy: Record<string, unknown> =
+        typeof below === "object" && below !== null && !Array.isArray(below)
+          ? { ...(below as Record<string, unknown>) }
+          : {};
+      node[key] = copy;
+      node = copy;
+    }
+    node[path[path.length - 1]!] = value;
+  }
+  try {
+    return loadSettings(dict);
+  } catch (error) {
+    throw new SettingsError(firstLine(error));
+  }
+}
+
+function firstLine(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).split("\n")[0]!;
+}

@@ -1,0 +1,154 @@
+/**
+ * `politely demo`: five simulated sites on loopback, each with a limit it
+ * does not reveal, crawled with rampup and backoff on, following links; it
+ * ends with each site's hidden limit next to the rate politely settled on.
+ * Nothing to configure, no internet.
+ *
+ * @module
+ */
+import { hostScope } from "../domain_scopes.ts";
+import type { FetchedResponse } from "../fetch_download.ts";
+import type { Outcome } from "../outcome.ts";
+import type { RequestObject } from "../request.ts";
+import type { ThrottlerSettingsInput } from "../settings.ts";
+import type { ThrottlingScopeConfig } from "../settings.ts";
+import type { DemoSite } from "../demo/sites.ts";
+import type { Throttler } from "../throttler.ts";
+import type { InputLine } from "./input.ts";
+import { fit, formatDelay } from "./live_view.ts";
+
+/** Pages per demo site: more than the fastest site can serve in a long demo. */
+export const DEMO_PAGES = 5000;
+
+/**
+ * The demo's settings: rampup on the sites that state no rule (probe upwards,
+ * back off on 429/503), robots.txt obeyed (the Crawl-delay site gets its
+ * delay from there), a short backoff window so the story fits in a minute,
+ * and jitter only upwards so a delay is never undercut.
+ *
+ * @param sites The running demo sites.
+ * @returns Settings for `createThrottler` / `runCrawl`.
+ */
+export function demoSettings(sites: readonly DemoSite[]): ThrottlerSettingsInput {
+  const scopes: Record<string, ThrottlingScopeConfig> = {};
+  for (const site of sites) {
+    if (site.style === "robots-delay") continue;
+    scopes[hostScope(site.url)] = { rampup: true, delayMs: 200 };
+  }
+  return {
+    concurrentRequests: 32,
+    concurrentRequestsPerDomain: 16,
+    jitter: [0, 0.2],
+    robotsTxtObey: true,
+    downloadTimeoutMs: 10_000,
+    backoff: { windowMs: 2_000, minDelayMs: 100, maxDelayMs: 5_000 },
+    retry: { times: 3 },
+    scopes,
+  };
+}
+
+/** The start requests: each site's home page. */
+export function demoStart(sites: readonly DemoSite[]): InputLine[] {
+  return sites.map((site, i) => ({
+    kind: "request",
+    line: i + 1,
+    request: { url: `${site.url}/` },
+  }));
+}
+
+const HREF = /href="([^"]+)"/g;
+
+/**
+ * Links of a demo page to follow: same-origin `href`s.
+ *
+ * @param outcome A response outcome.
+ * @returns The requests to enqueue.
+ */
+export function demoFollow(outcome: Outcome<RequestObject, FetchedResponse>): RequestObject[] {
+  if (outcome.kind !== "response" || outcome.response.status !== 200) return [];
+  const base = outcome.response.url || outcome.request.url;
+  const origin = new URL(base).origin;
+  const out: RequestObject[] = [];
+  for (const m of outcome.response.body.matchAll(HREF)) {
+    try {
+      const url = new URL(m[1]!, base);
+      if (url.origin === origin) out.push({ url: url.href });
+    } catch {
+      // Not a URL: not followed.
+    }
+  }
+  return out;
+}
+
+/** One row of the demo's closing table. */
+export interface DemoRow {
+  readonly site: string;
+  readonly hiddenLimit: string;
+  /** Pages answered 200 per second at the server over the last part of the run. */
+  readonly settledPerSec: number;
+  /** Answers 429 or 503. */
+  readonly rejected: number;
+  /** Requests the site saw. */
+  readonly requests: number;
+  /** Where politely's throttling ended for the site's scope. */
+  readonly throttle: string;
+}
+
+/**
+ * The closing table's rows, from what each site saw (its own clock) and the
+ * throttler's final scope states.
+ *
+ * @param sites The demo sites.
+ * @param throttler The crawl's throttler.
+ * @param endedAt The sites' clock at the end of the crawl (ms).
+ * @param windowMs How far back "settled" looks.
+ * @returns One row per site.
+ */
+export function demoRows(
+  sites: readonly DemoSite[],
+  throttler: Throttler<RequestObject>,
+  endedAt: number,
+  windowMs: number,
+): DemoRow[] {
+  return sites.map((site) => {
+    const stats = site.stats();
+    const from = endedAt - windowMs;
+    let ok = 0;
+    for (const a of stats.log) if (a.atMs > from && a.atMs <= endedAt && a.status === 200) ok++;
+    const state = throttler.state(hostScope(site.url));
+    return {
+      site: site.name,
+      hiddenLimit: site.hiddenLimit,
+      settledPerSec: windowMs > 0 ? (ok * 1000) / windowMs : 0,
+      rejected: stats.rejected,
+      requests: stats.requests,
+      throttle: state === undefined
+        ? "-"
+        : `${state.concurrency} at once, delay ${formatDelay(state.delayMs)}`,
+    };
+  });
+}
+
+/**
+ * The demo's closing table.
+ *
+ * @param rows From {@link demoRows}.
+ * @param windowMs The window of the "settled" column, for its title.
+ * @returns Lines joined by `\n`.
+ */
+export function formatDemoTable(rows: readonly DemoRow[], windowMs: number): string {
+  const head = `${fit("site", 8)}${fit("hidden limit", 46)}${
+    fit(`settled (last ${Math.round(windowMs / 1000)}s)`, 20, "right")
+  }${fit("429/503", 9, "right")}${fit("requests", 10, "right")}  politely ended at`;
+  const lines = [head];
+  for (const r of rows) {
+    lines.push(
+      `${fit(r.site, 8)}${fit(r.hiddenLimit, 46)}${
+        fit(`${r.settledPerSec.toFixed(1)} pages/s`, 20, "right")
+      }${fit(String(r.rejected), 9, "right")}${
+        fit(String(r.requests), 10, "right")
+      }  ${r.throttle}`,
+    );
+  }
+  return lines.join("\n");
+}

@@ -1,0 +1,214 @@
+/**
+ * The live view of a crawl on a terminal: a header, a progress bar with
+ * counts and ETA, and one row per active scope. {@link renderLiveView} is
+ * pure (state in, fixed-width text out), so frames are tested against stored
+ * ones; {@link TerminalScreen} puts frames on a terminal without flicker.
+ *
+ * @module
+ */
+import type { StatusCounts } from "./crawl_stats.ts";
+
+/** One active scope, as the view shows it. */
+export interface LiveScopeRow {
+  readonly scope: string;
+  /** Requests in flight. */
+  readonly active: number;
+  /** Concurrency limit now (rampup and backoff move it). */
+  readonly concurrency: number;
+  /** Stored delay between sends, in ms. */
+  readonly delayMs: number;
+  /** Unrecovered backoff triggers (0: not in backoff). */
+  readonly backoffLevel: number;
+  /** Time left in a hard hold (Retry-After), in ms; 0 when none. */
+  readonly holdLeftMs: number;
+  /** Attempts by status class. */
+  readonly counts: StatusCounts;
+  /** Completed attempts per second, recently. */
+  readonly ratePerSec: number;
+}
+
+/** Everything a frame shows. */
+export interface LiveViewState {
+  /** E.g. `"politely crawl"`. */
+  readonly title: string;
+  readonly elapsedMs: number;
+  /** Requests that ended. */
+  readonly done: number;
+  /** Requests known so far (ended, in flight, queued). */
+  readonly total: number;
+  readonly inFlight: number;
+  readonly queued: number;
+  readonly retries: number;
+  readonly failures: number;
+  /** Estimated time to finish, in ms; `undefined` when unknown. */
+  readonly etaMs: number | undefined;
+  /** The rows to show, already ordered. */
+  readonly rows: readonly LiveScopeRow[];
+  /** Active scopes not shown for want of room. */
+  readonly hiddenScopes: number;
+  /** A last line (e.g. "Ctrl-C stops; the job directory keeps what is left"). */
+  readonly note?: string;
+}
+
+/** A duration for people: `850ms`, `4.2s`, `37s`, `3m05s`, `1h02m`. */
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms)) return "-";
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))}ms`;
+  const s = ms / 1000;
+  if (s < 10) return `${s.toFixed(1)}s`;
+  if (s < 60) return `${Math.round(s)}s`;
+  const total = Math.round(s);
+  if (total < 3600) return `${Math.floor(total / 60)}m${String(total % 60).padStart(2, "0")}s`;
+  const m = Math.floor(total / 60);
+  return `${Math.floor(m / 60)}h${String(m % 60).padStart(2, "0")}m`;
+}
+
+/** A delay for people: `0`, `125ms`, `1.5s`. */
+export function formatDelay(ms: number): string {
+  if (ms <= 0) return "0";
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)}s`;
+}
+
+/** Exactly `width` characters: cut (marking the cut with `..`) or padded. */
+export function fit(text: string, width: number, align: "left" | "right" = "left"): string {
+  if (width <= 0) return "";
+  if (text.length > width) {
+    return width <= 2 ? text.slice(0, width) : `${text.slice(0, width - 2)}..`;
+  }
+  return align === "left" ? text.padEnd(width) : text.padStart(width);
+}
+
+/** Cut from the left, keeping the end (a scope's port). */
+function fitTail(text: string, width: number): string {
+  if (text.length <= width) return text.padEnd(width);
+  return width <= 2 ? text.slice(-width) : `..${text.slice(text.length - width + 2)}`;
+}
+
+const COLUMNS: readonly { readonly title: string; readonly width: number }[] = [
+  { title: "flight", width: 7 },
+  { title: "delay", width: 8 },
+  { title: "backoff", width: 8 },
+  { title: "hold", width: 7 },
+  { title: "2xx", width: 7 },
+  { title: "3xx", width: 6 },
+  { title: "4xx", width: 6 },
+  { title: "5xx", width: 6 },
+  { title: "err", width: 6 },
+  { title: "req/s", width: 7 },
+];
+const FIXED = COLUMNS.reduce((n, c) => n + c.width, 0);
+
+/**
+ * Render one frame.
+ *
+ * @param state What to show.
+ * @param width Terminal columns; every line is exactly this wide (min 40).
+ * @returns The frame, lines joined by `\n`, no trailing newline.
+ * @example
+ * ```ts
+ * import { renderLiveView } from "./live_view.ts";
+ * const frame = renderLiveView({
+ *   title: "politely crawl", elapsedMs: 1500, done: 1, total: 2, inFlight: 1, queued: 0,
+ *   retries: 0, failures: 0, etaMs: 1500, rows: [], hiddenScopes: 0,
+ * }, 80);
+ * console.assert(frame.split("\n").every((line) => line.length === 80));
+ * ```
+ */
+export function renderLiveView(state: LiveViewState, width: number): string {
+  const w = Math.max(40, Math.floor(width));
+  const lines: string[] = [];
+  lines.push(fit(
+    `${state.title}  ${formatDuration(state.elapsedMs)}  done ${state.done}/${state.total}  ` +
+      `in flight ${state.inFlight}  queued ${state.queued}  retries ${state.retries}  failed ${state.failures}`,
+    w,
+  ));
+  const pct = state.total > 0 ? state.done / state.total : 0;
+  const tail = `${String(Math.floor(pct * 100)).padStart(3)}%  ETA ${
+    state.etaMs === undefined ? "-" : formatDuration(state.etaMs)
+  }`;
+  const barWidth = Math.max(10, w - tail.length - 3);
+  const filled = Math.round(pct * barWidth);
+  lines.push(fit(`[${"#".repeat(filled)}${".".repeat(barWidth - filled)}] ${tail}`, w));
+  const scopeWidth = Math.max(10, w - FIXED);
+  lines.push(
+    fit(fit("scope", scopeWidth) + COLUMNS.map((c) => fit(c.title, c.width, "right")).join(""), w),
+  );
+  for (const row of state.rows) {
+    const cells = [
+      `${row.active}/${row.concurrency}`,
+      formatDelay(row.delayMs),
+      row.backoffLevel > 0 ? `L${row.backoffLevel}` : "-",
+      row.holdLeftMs > 0 ? formatDuration(row.holdLeftMs) : "-",
+      String(row.counts["2xx"]),
+      String(row.counts["3xx"]),
+      String(row.counts["4xx"]),
+      String(row.counts["5xx"]),
+      String(row.counts.error),
+      row.ratePerSec.toFixed(1),
+    ];
+    lines.push(
+      fit(
+        fitTail(row.scope, scopeWidth) +
+          cells.map((c, i) => fit(c, COLUMNS[i]!.width, "right")).join(""),
+        w,
+      ),
+    );
+  }
+  if (state.rows.length === 0) lines.push(fit("(no active scope)", w));
+  if (state.hiddenScopes > 0) lines.push(fit(`+ ${state.hiddenScopes} more active scopes`, w));
+  if (state.note !== undefined) lines.push(fit(state.note, w));
+  return lines.join("\n");
+}
+
+/** Where frames go: a TTY write stream (`process.stdout`) or anything alike. */
+export interface TerminalLike {
+  write(text: string): unknown;
+  readonly columns?: number | undefined;
+}
+
+const HIDE_CURSOR = "\x1b[?25l";
+const SHOW_CURSOR = "\x1b[?25h";
+const ERASE_LINE_END = "\x1b[K";
+const ERASE_BELOW = "\x1b[J";
+
+/**
+ * Draws frames in place: the cursor goes back to the first line of the last
+ * frame and every line is overwritten (no clear, so no flicker); the cursor is
+ * hidden while drawing and shown again by `close()`. Moving up rather than to
+ * the screen's home keeps what was printed before the crawl.
+ */
+export class TerminalScreen {
+  readonly #out: TerminalLike;
+  #lines = 0;
+  #closed = false;
+
+  constructor(out: TerminalLike) {
+    this.#out = out;
+    out.write(HIDE_CURSOR);
+  }
+
+  /** Terminal columns (80 when unknown). */
+  get width(): number {
+    return this.#out.columns && this.#out.columns > 0 ? this.#out.columns : 80;
+  }
+
+  /** Replace the last frame by this one. */
+  draw(frame: string): void {
+    if (this.#closed) return;
+    const lines = frame.split("\n");
+    // One write per frame: the terminal never shows half of one.
+    let text = this.#lines > 0 ? `\x1b[${this.#lines}F` : "";
+    for (const line of lines) text += `${line}${ERASE_LINE_END}\n`;
+    text += ERASE_BELOW;
+    this.#out.write(text);
+    this.#lines = lines.length;
+  }
+
+  /** Leave the last frame on screen and show the cursor again. Safe to call twice. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#out.write(SHOW_CURSOR);
+  }
+}
