@@ -17,7 +17,7 @@
  *
  * @module
  */
-import type { ResolvedRampup } from "./settings.ts";
+import { parseSettings, type RampupConfig, type ResolvedRampup } from "./settings.ts";
 import type { DoneInfo, ScopeStep } from "./scope_manager_protocol.ts";
 
 /** What a step moves: the manager's delay and concurrency. */
@@ -322,4 +322,28 @@ export class RampupController {
 
 function fmt(rate: number): string {
   return rate === Infinity ? "unlimited" : String(Math.round(rate * 100) / 100);
+}
+
+/**
+ * Rampup options as a user writes them (`true` or a partial object), checked
+ * and filled in from `base` (the settings' `rampup`).
+ *
+ * @throws {TypeError | RangeError} naming the option, as settings do.
+ */
+export function resolveRampupOption(
+  base: ResolvedRampup,
+  input: RampupConfig | true,
+): ResolvedRampup {
+  if (input === true) return base;
+  parseSettings({ rampup: input }, "rampup"); // validates; throws naming the field
+  const t = input.backoffTarget;
+  return {
+    backoffTarget: t === undefined
+      ? base.backoffTarget
+      : typeof t === "number"
+      ? [t, t]
+      : [t[0], t[1]],
+    delayFactor: input.delayFactor ?? base.delayFactor,
+    minDelayMs: input.minDelayMs ?? base.minDelayMs,
+  };
 }

@@ -12,6 +12,8 @@ import { Deque } from "./_deque.ts";
 import type { ThrottleEvent, WaitReason } from "./events.ts";
 import { requestMeta, requestUrl, type ScopesInput } from "./request.ts";
 import { ThrottlingScopeManager } from "./scope_manager.ts";
+import { autoThrottleManager } from "./autothrottle_manager.ts";
+import { resolveRampupOption } from "./_rampup.ts";
 import type {
   BackoffSignal,
   DoneInfo,
@@ -24,6 +26,8 @@ import { hostScope } from "./domain_scopes.ts";
 import { InvalidScopesError, normalizeScopes, type RequestScopes } from "./scopes.ts";
 import {
   parseSettings,
+  type RampupConfig,
+  type ResolvedRampup,
   type ResolvedScopeConfig,
   resolveScopeConfig,
   type ScopeKind,
@@ -100,6 +104,11 @@ export class Throttler<R = unknown> {
   #attached = 0;
   #sinceSweep = 0;
   readonly #warnedOnce = new Set<string>();
+  /** Rampup turned on by `enableRampup` for scopes that do not configure it. */
+  readonly #rampupRules: {
+    readonly match: (scope: string) => boolean;
+    readonly rampup: ResolvedRampup;
+  }[] = [];
 
   /** Every throttling event, as it happens. */
   readonly events$: Observable<ThrottleEvent> = this.#events.asObservable();
@@ -109,7 +118,14 @@ export class Throttler<R = unknown> {
     this.scheduler = options.scheduler ?? asyncScheduler;
     this.#random = options.random ?? Math.random; // injectable default
     this.#getScopes = options.getScopes;
-    this.#factory = options.scopeManager;
+    const at = settings.autothrottle;
+    this.#factory = options.scopeManager ?? (at.enabled
+      ? autoThrottleManager({
+        startDelayMs: at.startDelayMs,
+        maxDelayMs: at.maxDelayMs,
+        targetConcurrency: at.targetConcurrency,
+      })
+      : undefined);
     this.#log = options.log ?? ((line) => console.error(line));
   }
 
@@ -277,6 +293,40 @@ export class Throttler<R = unknown> {
     const entry = this.#entry(scope);
     entry.manager.setConcurrency(concurrency);
     this.#changed(scope, entry, this.scheduler.now());
+  }
+
+  /**
+   * Turn rampup on for a scope, or for every scope `scopes` matches: those in
+   * memory now (they start over from `minConcurrency`) and those created
+   * later. A scope that configures `rampup` itself keeps its own. Used by the
+   * `rampup` operator.
+   *
+   * @param scopes A scope name or a predicate on scope names.
+   * @param rampup Rampup options over the settings' `rampup`. @default true
+   * @returns A function that stops applying it to scopes created later.
+   * @throws {TypeError | RangeError} for bad rampup options, naming the field.
+   */
+  enableRampup(
+    scopes: string | ((scope: string) => boolean),
+    rampup: RampupConfig | true = true,
+  ): () => void {
+    const rule = {
+      match: typeof scopes === "string" ? (s: string) => s === scopes : scopes,
+      rampup: resolveRampupOption(this.settings.rampup, rampup),
+    };
+    this.#rampupRules.push(rule);
+    const now = this.scheduler.now();
+    for (const [scope, entry] of this.#entries) {
+      const m = entry.manager;
+      if (m instanceof ThrottlingScopeManager && !m.rampup && rule.match(scope)) {
+        m.enableRampup(rule.rampup);
+        this.#changed(scope, entry, now);
+      }
+    }
+    return () => {
+      const i = this.#rampupRules.indexOf(rule);
+      if (i >= 0) this.#rampupRules.splice(i, 1);
+    };
   }
 
   /** Emit a warning event once per `key` (and log it in debug mode). */
@@ -569,7 +619,11 @@ export class Throttler<R = unknown> {
     let entry = this.#entries.get(scope);
     if (entry !== undefined) return entry;
     const kind = scopeKind(scope);
-    const config = resolveScopeConfig(this.settings, scope, kind);
+    let config = resolveScopeConfig(this.settings, scope, kind);
+    if (config.rampup === undefined && this.#rampupRules.length > 0) {
+      const rule = this.#rampupRules.find((r) => r.match(scope));
+      if (rule !== undefined) config = { ...config, rampup: rule.rampup };
+    }
     const factory = config.manager ?? this.#factory;
     const manager = factory !== undefined
       ? factory({ scope, config, random: this.#random })
