@@ -126,6 +126,24 @@ export function originScope(url: string): string {
   return `${scheme}://${host}`;
 }
 
+/**
+ * The host name of a URL, lower-cased, without the port (IPv6 literals keep
+ * their brackets): what a DNS lookup for per-IP scopes is asked about.
+ *
+ * @param url An absolute URL.
+ * @returns The host name, e.g. `"example.com"`, `"127.0.0.1"`, `"[::1]"`.
+ * @throws {TypeError} when the URL cannot be parsed or has no host.
+ * @example
+ * ```ts
+ * import { urlHostname } from "./domain_scopes.ts";
+ * console.assert(urlHostname("http://Example.com:8080/x") === "example.com");
+ * console.assert(urlHostname("http://[::1]:3000/") === "[::1]");
+ * ```
+ */
+export function urlHostname(url: string): string {
+  return hostnameOf(splitUrl(url)[1]);
+}
+
 /** The hostname part of a host scope (IPv6 literals keep their brackets). */
 function hostnameOf(host: string): string {
   if (host.startsWith("[")) return host.slice(0, host.indexOf("]") + 1);

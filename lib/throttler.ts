@@ -22,7 +22,8 @@ import type {
   ScopeStep,
   ThrottlingScopeManagerProtocol,
 } from "./scope_manager_protocol.ts";
-import { hostScope } from "./domain_scopes.ts";
+import { createDnsCache, type DnsCache } from "./dns_cache.ts";
+import { hostScope, urlHostname } from "./domain_scopes.ts";
 import { InvalidScopesError, normalizeScopes, type RequestScopes } from "./scopes.ts";
 import {
   parseSettings,
@@ -52,6 +53,11 @@ export interface ThrottlerOptions<R = unknown> {
   readonly scopeManager?: ScopeManagerFactory;
   /** Where `debug` lines go. @default console.error */
   readonly log?: (line: string) => void;
+  /**
+   * Resolves hosts for per-IP scopes (`concurrentRequestsPerIp` > 0).
+   * @default a `createDnsCache` on the throttler's scheduler, made when first needed
+   */
+  readonly dns?: DnsCache;
 }
 
 /** A request waiting at the gate. @internal used by the operators of this package. */
@@ -88,6 +94,7 @@ export class Throttler<R = unknown> {
   readonly #getScopes: ((request: R) => ScopesInput | PromiseLike<ScopesInput>) | undefined;
   readonly #factory: ScopeManagerFactory | undefined;
   readonly #log: (line: string) => void;
+  #dns: DnsCache | undefined;
   readonly #entries = new Map<string, ScopeEntry>();
   readonly #events = new Subject<ThrottleEvent>();
   readonly #watchers = new Map<string, Set<(s: ScopeState) => void>>();
@@ -127,6 +134,7 @@ export class Throttler<R = unknown> {
       })
       : undefined);
     this.#log = options.log ?? ((line) => console.error(line));
+    this.#dns = options.dns;
   }
 
   /** Requests in flight across all scopes. */
@@ -151,11 +159,31 @@ export class Throttler<R = unknown> {
 
   /**
    * The scopes of a request: `meta.throttlingScopes`, else `getScopes`, else
-   * the URL's host.
+   * the URL's host; with `concurrentRequestsPerIp` > 0, plus the IP its URL's
+   * host resolves to (synchronous when the DNS cache has it; a failed lookup
+   * rejects with `DnsLookupError`).
    *
    * @throws {TypeError} for a request with no usable URL and no scopes.
    */
   resolveScopes(request: R): RequestScopes | Promise<RequestScopes> {
+    const scopes = this.#ownScopes(request);
+    if (this.settings.concurrentRequestsPerIp === 0) return scopes;
+    if (scopes instanceof Promise) return scopes.then((s) => this.#withIp(request, s));
+    return this.#withIp(request, scopes);
+  }
+
+  /** Add the IP scope (the reference's "Per-IP concurrency limiting"). */
+  #withIp(request: R, scopes: RequestScopes): RequestScopes | Promise<RequestScopes> {
+    const url = requestUrl(request);
+    if (url === undefined) return scopes; // an item with custom scopes only
+    const host = urlHostname(url);
+    const dns = this.#dns ??= createDnsCache({ scheduler: this.scheduler });
+    const ip = dns.peek(host);
+    if (ip !== undefined) return addIpScope(scopes, ip);
+    return dns.lookup(host).then((address) => addIpScope(scopes, address));
+  }
+
+  #ownScopes(request: R): RequestScopes | Promise<RequestScopes> {
     const meta = requestMeta(request);
     if (meta?.throttlingScopes !== undefined) return normalizeScopes(meta.throttlingScopes);
     if (this.#getScopes !== undefined) {
@@ -839,6 +867,15 @@ export function formatEvent(event: ThrottleEvent): string {
       }`
     );
   return `${Math.round(at)} ${type} ${parts.join(" ")}`;
+}
+
+function addIpScope(scopes: RequestScopes, ip: string): RequestScopes {
+  // `http://127.0.0.1/` already has its IP as its host scope.
+  if (scopes.names.includes(ip)) return scopes;
+  return {
+    names: [...scopes.names, ip],
+    amounts: scopes.amounts === undefined ? undefined : [...scopes.amounts, undefined],
+  };
 }
 
 function describe(value: unknown): string {
