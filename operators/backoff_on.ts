@@ -129,7 +129,8 @@ export function backoffOn<R, T>(
           const retryable = retry.enabled && isRetryable(outcome, status);
           if (retryable && outcome.attempt <= retry.times) {
             const resubmit = resubmitOf(outcome as Outcome<unknown, unknown>);
-            if (resubmit !== undefined && resubmit(outcome as Outcome<unknown, unknown>)) {
+            if (resubmit !== undefined) {
+              // Told before the resubmit, so the log reads "retry" then what the gate does with it.
               if (throttler.observed) {
                 throttler.emit({
                   type: "retry",
@@ -139,7 +140,7 @@ export function backoffOn<R, T>(
                   cause: status !== undefined ? `status ${status}` : describeError(outcome),
                 });
               }
-              return;
+              if (resubmit(outcome as Outcome<unknown, unknown>)) return;
             }
           }
           subscriber.next(retryable ? { ...outcome, exhausted: true } : outcome);

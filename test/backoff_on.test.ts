@@ -1,0 +1,349 @@
+/**
+ * `backoffOn` in virtual time: the gate and backoff composed, downloads as
+ * Observables on a `TestScheduler`, every send recorded at its exact frame.
+ */
+import { describe, expect, it } from "vitest";
+import { from, Observable, timer } from "rxjs";
+import { TestScheduler } from "rxjs/testing";
+import type { ThrottleEvent } from "../lib/events.ts";
+import type { Outcome } from "../lib/outcome.ts";
+import type { RequestObject } from "../lib/request.ts";
+import { type ResponseBackoff, updateScopeBackoff } from "../lib/response_backoff.ts";
+import type { ScopeState } from "../lib/scope_manager_protocol.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings.ts";
+import { createThrottler, type Throttler } from "../lib/throttler.ts";
+import { backoffOn, type BackoffOnOptions } from "../operators/backoff_on.ts";
+import { throttleByScope } from "../operators/throttle_by_scope.ts";
+
+interface Answer {
+  readonly status: number;
+  readonly headers?: Record<string, string>;
+  readonly latencyMs?: number;
+}
+interface Reply {
+  readonly status: number;
+  readonly headers: Record<string, string>;
+}
+interface Send {
+  readonly url: string;
+  readonly at: number;
+  readonly attempt: number;
+}
+
+/** The URL of a string or `{ url }` request. */
+const urlOf = (r: string | RequestObject) => typeof r === "string" ? r : r.url;
+const hostOf = (r: string | RequestObject) => new URL(urlOf(r)).host;
+
+/**
+ * A pipeline on a fresh TestScheduler. `answer(url, n, now)` decides each
+ * reply (`n`: how many requests this host has seen before, from 0); replies
+ * take 10 ms unless said otherwise.
+ */
+function pipeline<R extends string | RequestObject>(
+  requests: readonly R[],
+  answer: (url: string, n: number, now: number) => Answer,
+  settings: ThrottlerSettingsInput = {},
+  options: BackoffOnOptions<R, Reply> & { log?: (line: string) => void } = {},
+) {
+  const scheduler = new TestScheduler((a, b) => expect(a).toEqual(b));
+  scheduler.maxFrames = Number.POSITIVE_INFINITY;
+  const throttler: Throttler<R> = createThrottler<R>(
+    { jitter: 0, ...settings, backoff: { jitter: 0, ...settings.backoff } },
+    options.log === undefined ? { scheduler } : { scheduler, log: options.log },
+  );
+  const sends: Send[] = [];
+  const seen = new Map<string, number>();
+  const events: ThrottleEvent[] = [];
+  throttler.events$.subscribe((e) => events.push(e));
+  const outcomes: (Outcome<R, Reply> & { at: number })[] = [];
+  let completedAt: number | undefined;
+  const download = (request: R, context: { attempt: number }) =>
+    new Observable<Reply>((subscriber) => {
+      const url = urlOf(request);
+      const host = hostOf(request);
+      const n = seen.get(host) ?? 0;
+      seen.set(host, n + 1);
+      sends.push({ url, at: scheduler.now(), attempt: context.attempt });
+      const a = answer(url, n, scheduler.now());
+      return timer(a.latencyMs ?? 10, scheduler).subscribe(() => {
+        subscriber.next({ status: a.status, headers: a.headers ?? {} });
+        subscriber.complete();
+      });
+    });
+  const { log: _log, ...backoffOptions } = options;
+  from(requests).pipe(throttleByScope(throttler, download), backoffOn(throttler, backoffOptions))
+    .subscribe({
+      next: (o) => outcomes.push({ ...o, at: scheduler.now() }),
+      complete: () => (completedAt = scheduler.now()),
+    });
+  return {
+    scheduler,
+    throttler,
+    sends,
+    events,
+    outcomes,
+    run: () => {
+      scheduler.flush();
+      return completedAt;
+    },
+  };
+}
+
+const urls = (host: string, n: number) =>
+  Array.from({ length: n }, (_, i) => `http://${host}/${i}`);
+const timesOf = (sends: readonly Send[], host: string) =>
+  sends.filter((s) => new URL(s.url).host === host).map((s) => s.at);
+
+describe("backoffOn()", () => {
+  it("backoffOn() slows the scope that gets 429s while another scope on the same pipeline keeps its pace", () => {
+    const requests = [...urls("a.test", 6), ...urls("b.test", 6)].sort((x, y) =>
+      x.slice(-1).localeCompare(y.slice(-1))
+    );
+    const p = pipeline(
+      requests,
+      (url, n) => ({ status: url.includes("a.test") && n < 2 ? 429 : 200 }),
+      { downloadDelayMs: 100, concurrentRequestsPerDomain: 1 },
+      { retry: false },
+    );
+    expect(p.run()).toBeDefined();
+    // b.test: one request every 100 ms, untouched.
+    expect(timesOf(p.sends, "b.test")).toEqual([0, 100, 200, 300, 400, 500]);
+    // a.test: 429 at 10 -> 1 s after it; 429 at 1020 -> 2 s; then 2 s apart (no recovery within a minute).
+    expect(timesOf(p.sends, "a.test")).toEqual([0, 1_010, 3_020, 5_020, 7_020, 9_020]);
+    expect(p.throttler.state("b.test")).toMatchObject({ delayMs: 100, backoffLevel: 0 });
+    expect(p.throttler.state("a.test")).toMatchObject({ delayMs: 2_000, backoffLevel: 2 });
+  });
+
+  it("backoffOn() holds a scope exactly for Retry-After: nothing sent during the hold, the next right at its end", () => {
+    const p = pipeline(
+      urls("a.test", 4),
+      (_url, n) => n === 0 ? { status: 429, headers: { "retry-after": "5" } } : { status: 200 },
+      { concurrentRequestsPerDomain: 1 },
+      { retry: false },
+    );
+    p.run();
+    // 429 at 10 -> hold until 5010; the step to 1 s spaces the rest.
+    expect(timesOf(p.sends, "a.test")).toEqual([0, 5_010, 6_010, 7_010]);
+    expect(p.events.filter((e) => e.type === "hold")).toEqual([
+      { type: "hold", at: 10, scope: "a.test", until: 5_010, source: "retry-after" },
+    ]);
+  });
+
+  it("backoffOn() applies the backoff before the scope's next request at concurrency 8 (first reply 429)", () => {
+    const p = pipeline(
+      urls("a.test", 20),
+      (_url, n) => ({ status: n === 0 ? 429 : 200, latencyMs: 50 }),
+      {},
+      { retry: false },
+    );
+    p.run();
+    const times = timesOf(p.sends, "a.test");
+    expect(times.slice(0, 8)).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
+    // The 429 arrives at 50 with seven requests still in flight: the next send waits a full 1 s.
+    expect(times[8]).toBe(1_050);
+    expect(times.filter((t) => t > 0 && t < 1_050)).toEqual([]);
+    expect(times.slice(9, 12)).toEqual([2_050, 3_050, 4_050]);
+  });
+
+  it("backoffOn() sends failed attempts back through the gate, each throttled and seen by backoff; the last comes out exhausted", () => {
+    const p = pipeline(
+      urls("a.test", 2),
+      () => ({ status: 429 }),
+      { concurrentRequestsPerDomain: 1 },
+      { retry: { times: 2 } },
+    );
+    expect(p.run()).toBe(31_060);
+    // Six attempts, each after the delay its predecessor's 429 set: 1, 2, 4, 8, 16 s.
+    expect(p.sends.map((s) => [s.url, s.at, s.attempt])).toEqual([
+      ["http://a.test/0", 0, 1],
+      ["http://a.test/1", 1_010, 1],
+      ["http://a.test/0", 3_020, 2],
+      ["http://a.test/1", 7_030, 2],
+      ["http://a.test/0", 15_040, 3],
+      ["http://a.test/1", 31_050, 3],
+    ]);
+    expect(p.events.filter((e) => e.type === "backoff").map((e) => e.type === "backoff" && e.level))
+      .toEqual([
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+      ]);
+    expect(p.events.filter((e) => e.type === "retry").map((e) => e.type === "retry" && e.attempt))
+      .toEqual([
+        2,
+        2,
+        3,
+        3,
+      ]);
+    // Nothing dropped: each request once, exhausted, with its attempt count.
+    expect(p.outcomes.map((o) => [o.request, o.kind, o.attempt, o.exhausted])).toEqual([
+      ["http://a.test/0", "response", 3, true],
+      ["http://a.test/1", "response", 3, true],
+    ]);
+  });
+
+  it("backoffOn() retries a status the user chose without backing off for it, and stops at the first success", () => {
+    const p = pipeline(
+      urls("a.test", 1),
+      (_url, n) => ({ status: n < 2 ? 500 : 200 }),
+      { concurrentRequestsPerDomain: 1 },
+      { retry: { times: 5, httpCodes: [500] } },
+    );
+    p.run();
+    expect(p.sends.map((s) => [s.at, s.attempt])).toEqual([[0, 1], [10, 2], [20, 3]]);
+    expect(p.events.filter((e) => e.type === "backoff")).toEqual([]);
+    expect(p.outcomes.map((o) => [o.attempt, o.exhausted])).toEqual([[3, undefined]]);
+  });
+
+  it("backoffOn() never lets a throttlingDontTrack request trigger backoff (it is still retried)", () => {
+    const requests: RequestObject[] = urls("a.test", 3).map((url) => ({
+      url,
+      meta: { throttlingDontTrack: true },
+    }));
+    const p = pipeline(requests, () => ({ status: 429 }), { concurrentRequestsPerDomain: 1 }, {
+      retry: { times: 1 },
+    });
+    p.run();
+    expect(p.events.filter((e) => e.type === "backoff")).toEqual([]);
+    expect(p.throttler.state("a.test")).toMatchObject({
+      delayMs: 0,
+      backoffLevel: 0,
+      holdUntil: 0,
+    });
+    expect(p.sends).toHaveLength(6);
+    expect(p.outcomes.every((o) => o.exhausted === true && o.attempt === 2)).toBe(true);
+  });
+
+  it("backoffOn() uses each scope's own backoff.httpCodes: a scope only backs off for its own codes", () => {
+    const requests: RequestObject[] = [
+      { url: "http://a.test/429", meta: { throttlingScopes: ["a.test", "api"] } },
+      { url: "http://b.test/429" },
+      { url: "http://a.test/503" },
+    ];
+    const p = pipeline(
+      requests,
+      (url) => ({ status: Number(url.slice(-3)) }),
+      { scopes: { "a.test": { backoff: { httpCodes: [503] } } } },
+      { retry: false },
+    );
+    p.run();
+    const backoffs = p.events.flatMap((e) => e.type === "backoff" ? [[e.scope, e.cause]] : []);
+    expect(backoffs).toEqual([
+      ["api", "status 429"],
+      ["b.test", "status 429"],
+      ["a.test", "status 503"],
+    ]);
+  });
+
+  it("backoffOn() getResponseBackoff: an API's upstream status backs off the target scope (the reference's example)", () => {
+    const requests: RequestObject[] = [
+      {
+        url: "http://api.test/?url=http://target.test/1",
+        meta: { throttlingScopes: ["api.test", "target.test"] },
+      },
+    ];
+    const p = pipeline(
+      requests,
+      () => ({ status: 200, headers: { "x-upstream-status-code": "429" } }),
+      {},
+      {
+        retry: false,
+        getResponseBackoff: (outcome, base): ResponseBackoff => {
+          if (outcome.kind !== "response" || outcome.response.status !== 200) return base(outcome);
+          const upstream = Number(outcome.response.headers["x-upstream-status-code"] ?? "200");
+          const read = base({ ...outcome, response: { ...outcome.response, status: upstream } });
+          // The API itself is fine: only the target backs off.
+          return updateScopeBackoff(read, "api.test", { trigger: false });
+        },
+      },
+    );
+    p.run();
+    expect(p.throttler.state("target.test")).toMatchObject({ delayMs: 1_000, backoffLevel: 1 });
+    expect(p.throttler.state("api.test")).toMatchObject({ delayMs: 0, backoffLevel: 0 });
+  });
+
+  it("backoffOn() getResponseBackoff with updateScopeBackoff reconciles an estimated cost with the actual one", () => {
+    const requests: RequestObject[] = [
+      { url: "http://api.test/a", meta: { throttlingScopes: { "api.test": 1, cost: 10 } } },
+    ];
+    const p = pipeline(
+      requests,
+      () => ({ status: 200, headers: { "x-actual-cost": "25" } }),
+      { scopes: { cost: { quota: 100 } } },
+      {
+        retry: false,
+        getResponseBackoff: (outcome, base) => {
+          const read = base(outcome);
+          if (outcome.kind !== "response") return read;
+          const actual = outcome.response.headers["x-actual-cost"];
+          return actual === undefined
+            ? read
+            : updateScopeBackoff(read, "cost", { consumed: Number(actual) - 10 });
+        },
+      },
+    );
+    p.run();
+    expect(p.throttler.state("cost")?.quota).toMatchObject({ limit: 100, used: 25 });
+  });
+
+  it("backoffOn() throws a RangeError naming retry.times for a bad value", () => {
+    const throttler = createThrottler();
+    expect(() => backoffOn(throttler, { retry: { times: -1 } })).toThrow(
+      "Cannot create backoffOn as 'retry.times' must be an integer >= 0: current value is -1",
+    );
+    expect(() => backoffOn(throttler, { retry: { times: 1.5 } })).toThrow(RangeError);
+  });
+});
+
+describe("backoff events, scope$ and debug lines", () => {
+  it("Throttler.scope$() emits the new delay and level on each trigger and each recovery step", () => {
+    const scheduler = new TestScheduler(() => {});
+    scheduler.maxFrames = Number.POSITIVE_INFINITY;
+    const throttler = createThrottler({}, { scheduler });
+    const seen: [number, number, number][] = [];
+    const sub = throttler.scope$("a.test").subscribe((s: ScopeState) => {
+      const last = seen.at(-1);
+      if (last === undefined || last[1] !== s.delayMs || last[2] !== s.backoffLevel) {
+        seen.push([scheduler.now(), s.delayMs, s.backoffLevel]);
+      }
+    });
+    scheduler.schedule(() => throttler.recordBackoff("a.test", { cause: "status 429" }), 0);
+    scheduler.schedule(() => throttler.recordBackoff("a.test", { cause: "status 429" }), 5_000);
+    scheduler.flush();
+    sub.unsubscribe();
+    expect(seen).toEqual([
+      [0, 0, 0],
+      [0, 1_000, 1],
+      [5_000, 2_000, 2],
+      [65_000, 1_000, 1],
+      [125_000, 0, 0],
+    ]);
+  });
+
+  it("debug logs one readable line per backoff, hold, retry and recovery step", () => {
+    const lines: string[] = [];
+    const p = pipeline(
+      urls("a.test", 1),
+      (_url, n) => n === 0 ? { status: 429, headers: { "retry-after": "2" } } : { status: 200 },
+      { debug: true, backoff: { windowMs: 10_000 } },
+      { retry: { times: 1 }, log: (line) => lines.push(line) },
+    );
+    const sub = p.throttler.scope$("a.test").subscribe(); // keeps the recovery timer running
+    p.scheduler.schedule(() => sub.unsubscribe(), 20_000);
+    p.run();
+    const wanted = lines.filter((l) =>
+      /^\[politely\] \S+ (backoff|hold|retry|recovery|request-delayed) /.test(l)
+    );
+    expect(wanted).toEqual([
+      "[politely] 0.010s backoff a.test: delay 1s (level 1), cause status 429",
+      "[politely] 0.010s hold a.test: nothing sent until 2.010s (2s, retry-after)",
+      "[politely] 0.010s retry a.test: attempt 2 (after status 429)",
+      "[politely] 0.010s request-delayed scope=a.test reason=hold waitMs=2000",
+      "[politely] 10.010s recovery a.test: delay 0s (level 0)",
+    ]);
+    expect(lines.every((l) => !l.includes("\n"))).toBe(true);
+  });
+});
