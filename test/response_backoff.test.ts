@@ -1,0 +1,113 @@
+import { describe, expect, it } from "vitest";
+import { DownloadTimeoutError } from "../lib/download_errors.ts";
+import type { Outcome } from "../lib/outcome.ts";
+import {
+  defaultResponseBackoff,
+  responseHeaders,
+  updateScopeBackoff,
+} from "../lib/response_backoff.ts";
+import { createThrottler } from "../lib/throttler.ts";
+
+const NOW = Date.UTC(2025, 0, 1, 12, 0, 0);
+
+function response(
+  status: number,
+  headers: Record<string, string> | Headers,
+  scopes: string[],
+): Outcome<string, unknown> {
+  return {
+    kind: "response",
+    request: "http://a.test/",
+    response: { status, headers },
+    scopes,
+    attempt: 1,
+    sentAt: 0,
+    latencyMs: 5,
+  };
+}
+
+describe("defaultResponseBackoff()", () => {
+  const throttler = createThrottler({
+    scopes: { "a.test": { backoff: { httpCodes: [503] } }, api: { quota: 100 } },
+  });
+
+  it("defaultResponseBackoff() triggers each scope by its own codes, with a hold only on a trigger", () => {
+    const read = defaultResponseBackoff(
+      throttler,
+      response(429, { "retry-after": "3" }, ["a.test", "b.test"]),
+      NOW,
+    );
+    expect(read).toEqual({
+      "a.test": { trigger: false },
+      "b.test": { trigger: true, cause: "status 429", holdMs: 3_000, holdSource: "retry-after" },
+    });
+  });
+
+  it("defaultResponseBackoff() reads a WHATWG Headers object and a RateLimit hold", () => {
+    const headers = new Headers({ ratelimit: '"default";r=0;t=9' });
+    expect(defaultResponseBackoff(throttler, response(503, headers, ["a.test"]), NOW)).toEqual({
+      "a.test": { trigger: true, cause: "status 503", holdMs: 9_000, holdSource: "ratelimit" },
+    });
+  });
+
+  it("defaultResponseBackoff() triggers on a download error that matches backoff.exceptions, by its class name", () => {
+    const outcome: Outcome<string, unknown> = {
+      kind: "error",
+      request: "http://b.test/",
+      error: new DownloadTimeoutError("timed out", { timeoutMs: 5 }),
+      scopes: ["b.test"],
+      attempt: 1,
+      sentAt: 0,
+      latencyMs: 5,
+    };
+    expect(defaultResponseBackoff(throttler, outcome, NOW)).toEqual({
+      "b.test": { trigger: true, cause: "DownloadTimeoutError" },
+    });
+    const other = { ...outcome, error: new SyntaxError("bad JSON") };
+    expect(defaultResponseBackoff(throttler, other, NOW)).toEqual({ "b.test": { trigger: false } });
+  });
+
+  it("defaultResponseBackoff() gives the quota left to scopes with a quota, even without a trigger", () => {
+    const read = defaultResponseBackoff(
+      throttler,
+      response(200, { ratelimit: '"default";r=40;t=30' }, ["api", "b.test"]),
+      NOW,
+    );
+    expect(read).toEqual({ api: { trigger: false, remaining: 40 }, "b.test": { trigger: false } });
+  });
+
+  it("defaultResponseBackoff() ignores malformed hold values: the trigger stays, without a hold", () => {
+    for (
+      const value of ["", "abc", "-1", "1e3", "Infinity", "\u0000", "Wed, 01 Jan 2025 11:00:00 GMT"]
+    ) {
+      expect(
+        defaultResponseBackoff(throttler, response(429, { "retry-after": value }, ["b.test"]), NOW),
+      ).toEqual({
+        "b.test": { trigger: true, cause: "status 429" },
+      });
+    }
+  });
+
+  it("responseHeaders() finds headers only on objects that have them", () => {
+    expect(responseHeaders(null)).toBeUndefined();
+    expect(responseHeaders("x")).toBeUndefined();
+    expect(responseHeaders({ status: 200 })).toBeUndefined();
+    expect(responseHeaders({ status: 200, headers: { a: "b" } })).toEqual({ a: "b" });
+  });
+});
+
+describe("updateScopeBackoff()", () => {
+  it("updateScopeBackoff() returns a copy with one scope updated, adding it as no trigger when missing", () => {
+    const read = { "a.test": { trigger: true, cause: "status 429" } };
+    const next = updateScopeBackoff(read, "cost", { consumed: 2.5 });
+    expect(next).toEqual({
+      "a.test": { trigger: true, cause: "status 429" },
+      cost: { trigger: false, consumed: 2.5 },
+    });
+    expect(read).toEqual({ "a.test": { trigger: true, cause: "status 429" } });
+    expect(updateScopeBackoff(next, "a.test", { trigger: false })["a.test"]).toEqual({
+      trigger: false,
+      cause: "status 429",
+    });
+  });
+});
