@@ -28,9 +28,10 @@ export function canonicalUrl(url: string): string {
 
 /**
  * The fingerprint of a request, from its upper-cased method (default `GET`),
- * canonical URL and body: `"GET https://a.example/x"` itself when there is no
- * body and that line is short (under 120 characters), else `"#"` and a
- * base64url SHA-1 of the three. Two requests with the same fingerprint are
+ * canonical URL and body: the canonical URL itself for a short body-less GET,
+ * `"POST https://a.example/x"` for other short body-less requests (under 120
+ * characters), else `"#"` and a base64url SHA-1 of the three. Two requests
+ * with the same fingerprint are
  * duplicates for the request queue.
  *
  * The body of a WHATWG `Request` cannot be read synchronously and is left out;
@@ -53,7 +54,7 @@ export function requestFingerprint(request: unknown): string {
       `Cannot fingerprint request as it has no 'url': current value is ${String(request)}`,
     );
   }
-  return fingerprintParsed(parseUrl(url), requestMethod(request), requestBody(request));
+  return fingerprintParsed(parseUrl(url), requestMethod(request), requestBody(request), url);
 }
 
 /** The upper-cased method of a request-like value, default `GET`. */
@@ -91,6 +92,12 @@ export function parseUrl(url: string): URL {
 
 /** The canonical URL of a parsed URL (see {@link canonicalUrl}). @internal */
 export function canonicalizeParsed(u: URL): string {
+  // Most crawl URLs are canonical already: reuse the parser's string.
+  const href = u.href;
+  if (
+    !href.includes("#") && !href.endsWith("?") && !u.search.includes("&") && u.username === "" &&
+    u.password === ""
+  ) return href;
   // The WHATWG parser already lower-cases scheme and host and drops default ports.
   const base = u.origin === "null" ? `${u.protocol}${u.host ? "//" + u.host : ""}` : u.origin;
   let query = "";
@@ -113,13 +120,16 @@ export function canonicalizeParsed(u: URL): string {
 const LITERAL_MAX = 120;
 
 /** The fingerprint of a parsed URL, method and body. @internal */
-export function fingerprintParsed(u: URL, method: string, body: string): string {
+export function fingerprintParsed(u: URL, method: string, body: string, original?: string): string {
   const canonical = canonicalizeParsed(u);
-  // A short body-less request line is kept as it is: no larger than a hash,
-  // collision-free, and a SHA-1 per request would dominate enqueue time.
-  // Hashes start with "#", which no method does, so the two cannot collide.
+  // A short body-less request is its own fingerprint: no larger than a hash,
+  // collision-free, and a SHA-1 per request would dominate enqueue time. A GET
+  // is the bare URL (the request's own string when already canonical, so the
+  // seen set costs no extra string); other methods are prefixed with
+  // "METHOD ", and hashes with "#": no URL starts with either.
   if (body === "" && canonical.length + method.length < LITERAL_MAX) {
-    return method + " " + canonical;
+    if (method !== "GET") return method + " " + canonical;
+    return canonical === original ? original : canonical;
   }
   const h = createHash("sha1");
   h.update(method);

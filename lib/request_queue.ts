@@ -468,9 +468,12 @@ export class RequestQueue<R> {
         }
       }
       if (this.#dedupe && meta?.dontFilter !== true) {
-        fp = this.#fingerprint
-          ? this.#customFingerprint(request)
-          : fingerprintParsed(url as URL, requestMethod(request), requestBodyOf(request));
+        fp = this.#fingerprint ? this.#customFingerprint(request) : fingerprintParsed(
+          url as URL,
+          requestMethod(request),
+          requestBodyOf(request),
+          requestUrl(request),
+        );
       }
     } catch (e) {
       this.#rejected++;

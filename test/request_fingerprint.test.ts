@@ -9,6 +9,11 @@ describe("canonicalUrl", () => {
     );
   });
 
+  it("canonicalUrl() drops an empty query and an empty fragment", () => {
+    expect(canonicalUrl("https://a.example/x?#")).toBe("https://a.example/x");
+    expect(canonicalUrl("https://a.example/x#")).toBe("https://a.example/x");
+  });
+
   it("canonicalUrl() keeps a non-default port and an empty path becomes /", () => {
     expect(canonicalUrl("https://example.com:8443")).toBe("https://example.com:8443/");
   });
