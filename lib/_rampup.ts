@@ -253,7 +253,7 @@ export class RampupController {
     let add: number;
     if (Number.isFinite(this.#lastMax) && before < this.#lastMax) {
       // Back toward the rate of the last cut quickly, then slowly near it.
-      add = Math.max(this.#increment / 4, APPROACH_SHARE * (this.#lastMax - before));
+      add = Math.max(this.#increment / 2, APPROACH_SHARE * (this.#lastMax - before));
     } else {
       // Beyond it: probe with increments that grow while windows stay quiet.
       this.#quietSteps++;
