@@ -163,13 +163,15 @@ describe("rampup (after the first trigger: our refinement)", () => {
     const m = manager({ delayMs: 0, rampup: true });
     request(m, 0, 50, 429); // cut to 10/s (delay 100)
     for (let t = 100; t < 1_000; t += 100) request(m, t, 20);
-    expect(m.advance(1_000).filter((s) => !s.why.startsWith("first"))).toEqual([]); // 1 trigger: hold
+    // The cut is reported; the window with its 1 trigger holds.
+    expect(summary(m.advance(1_000))).toEqual(["100/2 first trigger: half the send rate 20/s"]);
     for (let t = 1_000; t < 2_000; t += 100) request(m, t, 20);
-    const [step] = m.advance(2_000) as { why: string; delayMs: number }[];
-    expect(step?.why).toMatch(
+    const [step] = m.advance(2_000);
+    if (step?.kind !== "rampup") throw new Error("expected a rampup step");
+    expect(step.why).toMatch(
       /^below target \(0 triggers in window\): rate 10\/s \+ 0\.5 = 10\.5\/s$/,
     );
-    expect(1000 / step!.delayMs).toBeCloseTo(10.5, 6);
+    expect(1000 / step.delayMs).toBeCloseTo(10.5, 6);
   });
 
   it("ThrottlingScopeManager rampup with a range target tolerates triggers below its low bound", () => {
