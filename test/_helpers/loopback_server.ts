@@ -34,7 +34,7 @@ export async function startRecordingServer(
   const server = createServer((req, res) => {
     arrivals.push({ path: req.url ?? "", atMs: performance.now() });
     if (handler !== undefined) return handler(req, res);
-    res.writeHead(200, { "content-type": "text/plain", connection: "close" });
+    res.writeHead(200, { "content-type": "text/plain" });
     res.end("ok");
   });
   await new Promise<void>((resolve, reject) => {
