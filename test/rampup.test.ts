@@ -124,7 +124,7 @@ describe("rampup (after the first trigger: our refinement)", () => {
     const s = m.state(250);
     expect(1000 / s.delayMs).toBeCloseTo(10, 6); // 0.5 x 20/s
     expect(s.backoffLevel).toBe(0); // no exponential step: rampup's cut replaces it
-    expect(summary(m.advance(250))).toEqual(["100/2 first trigger: half the send rate 20/s"]);
+    expect(summary(m.advance(250))).toEqual(["100/1 first trigger: half the send rate 20/s"]);
   });
 
   it("ThrottlingScopeManager rampup: the first trigger goes back to the last quiet window's rate", () => {
@@ -164,7 +164,7 @@ describe("rampup (after the first trigger: our refinement)", () => {
     request(m, 0, 50, 429); // cut to 10/s (delay 100)
     for (let t = 100; t < 1_000; t += 100) request(m, t, 20);
     // The cut is reported; the window with its 1 trigger holds.
-    expect(summary(m.advance(1_000))).toEqual(["100/2 first trigger: half the send rate 20/s"]);
+    expect(summary(m.advance(1_000))).toEqual(["100/1 first trigger: half the send rate 20/s"]);
     for (let t = 1_000; t < 2_000; t += 100) request(m, t, 20);
     const [step] = m.advance(2_000);
     if (step?.kind !== "rampup") throw new Error("expected a rampup step");
