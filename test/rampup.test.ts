@@ -124,7 +124,7 @@ describe("rampup (after the first trigger: our refinement)", () => {
     const s = m.state(250);
     expect(1000 / s.delayMs).toBeCloseTo(10, 6); // 0.5 x 20/s
     expect(s.backoffLevel).toBe(0); // no exponential step: rampup's cut replaces it
-    expect(summary(m.advance(250))).toEqual(["100/1 first trigger: half the send rate 20/s"]);
+    expect(summary(m.advance(250))).toEqual(["100/2 first trigger: half the send rate 20/s"]);
   });
 
   it("ThrottlingScopeManager rampup: the first trigger goes back to the last quiet window's rate", () => {
