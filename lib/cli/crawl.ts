@@ -8,13 +8,16 @@
  * @module
  */
 import {
+  asapScheduler,
   asyncScheduler,
   concatMap,
   EMPTY,
   from,
   interval,
+  map,
   mergeMap,
   type Observable,
+  observeOn,
   of,
   type SchedulerLike,
   Subscription,
@@ -182,7 +185,10 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
     load: (scopes) => throttler.load(scopes),
     quotaShare: () => 0,
     freeSlots: () => Math.max(0, throttler.freeSlots() - robotsPending),
-    changes$: throttler.events$ as Observable<unknown>,
+    // Every scope change (a send, a release, backoff, recovery) names its scope.
+    // Deferred to a microtask: the throttler announces a release while it is
+    // still freeing the request's slots, and must not be re-entered from there.
+    changes$: throttler.states$.pipe(map((s) => [s.scope]), observeOn(asapScheduler)),
   };
   const start$ = from(options.input).pipe(
     concatMap((line): Observable<RequestObject> => {

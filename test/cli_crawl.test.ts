@@ -1,0 +1,341 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+import { type RecordingServer, startRecordingServer } from "./_helpers/loopback_server.ts";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const MAIN = join(ROOT, "lib/cli/main.ts");
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Run `politely` as a child process (Node with tsx), optionally interrupting it. */
+function politely(
+  args: readonly string[],
+  options: { stdin?: string; interruptWhen?: () => boolean } = {},
+): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", MAIN, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: "1" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    child.stdin.end(options.stdin ?? "");
+    let poll: ReturnType<typeof setInterval> | undefined;
+    if (options.interruptWhen !== undefined) {
+      const when = options.interruptWhen;
+      poll = setInterval(() => {
+        if (when()) {
+          clearInterval(poll);
+          child.kill("SIGINT");
+        }
+      }, 20);
+    }
+    child.on("error", reject);
+    child.on("close", (code) => {
+      if (poll !== undefined) clearInterval(poll);
+      resolve({ code, stdout, stderr });
+    });
+  }, 15_000);
+}
+
+function tempDir(): string {
+  return mkdtempSync(join(tmpdir(), "politely-cli-"));
+}
+
+function readLines(path: string): Record<string, unknown>[] {
+  return readFileSync(path, "utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l));
+}
+
+let server: RecordingServer | undefined;
+const agents: string[] = [];
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+  agents.length = 0;
+});
+
+async function okServer(): Promise<RecordingServer> {
+  server = await startRecordingServer((req, res) => {
+    agents.push(String(req.headers["user-agent"]));
+    res.writeHead(200, { "content-type": "text/plain", connection: "close" });
+    res.end("ok");
+  }, 15_000);
+  return server;
+}
+
+describe("politely crawl", () => {
+  it("politely crawl reads a URL file and writes one outcome line per request", async () => {
+    const s = await okServer();
+    const dir = tempDir();
+    writeFileSync(
+      join(dir, "urls.txt"),
+      `${s.origin}/a\n\n# a comment\n${s.origin}/b\n${s.origin}/c\n`,
+    );
+    const run = await politely([
+      "crawl",
+      join(dir, "urls.txt"),
+      "--output",
+      join(dir, "out.jsonl"),
+      "--plain",
+    ]);
+    expect(run.code).toBe(0);
+    const lines = readLines(join(dir, "out.jsonl"));
+    expect(lines.map((l) => l.url).sort()).toEqual([
+      `${s.origin}/a`,
+      `${s.origin}/b`,
+      `${s.origin}/c`,
+    ]);
+    const host = new URL(s.origin).host;
+    for (const l of lines) {
+      expect(l).toMatchObject({ status: 200, attempts: 1, scopes: [host] });
+      expect(typeof l.latencyMs).toBe("number");
+      expect(new Date(l.sentAt as string).toISOString()).toBe(l.sentAt);
+    }
+    expect(s.arrivals.map((a) => a.path).sort()).toEqual(["/a", "/b", "/c"]);
+    expect(agents.every((a) => a.startsWith("politely/"))).toBe(true);
+    expect(run.stdout).toContain("politely: 3 requests ended");
+    expect(run.stdout).toContain("2xx 3");
+  }, 15_000);
+
+  it("politely crawl - reads stdin and counts statuses and failures in the summary", async () => {
+    server = await startRecordingServer((req, res) => {
+      res.writeHead(req.url === "/missing" ? 404 : 200, { connection: "close" });
+      res.end();
+    });
+    const input = `${server.origin}/here\n${server.origin}/missing\nhttp://127.0.0.1:9/refused\n`;
+    const run = await politely(["crawl", "-", "--set", "RETRY_ENABLED=False", "--quiet"], {
+      stdin: input,
+    });
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain("politely: 3 requests ended");
+    expect(run.stdout).toContain("2xx 1, 3xx 0, 4xx 1, 5xx 0; errors 1");
+    expect(run.stdout).toContain("failures 1");
+  }, 15_000);
+
+  it(
+    "politely crawl reads JSON Lines with Scrapy meta names, dedupes, and reports a malformed line as a failed outcome",
+    async () => {
+      const s = await okServer();
+      const dir = tempDir();
+      const lines = [
+        JSON.stringify({
+          url: `${s.origin}/api`,
+          priority: 5,
+          meta: { throttling_scopes: ["api"], throttling_delay: 0.05 },
+        }),
+        JSON.stringify({ url: `${s.origin}/same` }),
+        JSON.stringify({ url: `${s.origin}/same` }),
+        JSON.stringify({ url: `${s.origin}/again`, meta: { dont_filter: true } }),
+        JSON.stringify({
+          url: `${s.origin}/again`,
+          meta: { dont_filter: true, throttling_dont_track: true },
+        }),
+        `{"url": "${s.origin}/broken"`,
+      ];
+      writeFileSync(join(dir, "in.jsonl"), lines.join("\n") + "\n");
+      const run = await politely([
+        "crawl",
+        join(dir, "in.jsonl"),
+        "--output",
+        join(dir, "out.jsonl"),
+        "--plain",
+      ]);
+      expect(run.code).toBe(0);
+      const out = readLines(join(dir, "out.jsonl"));
+      expect(out.find((l) => l.url === `${s.origin}/api`)).toMatchObject({
+        status: 200,
+        scopes: ["api"],
+      });
+      expect(out.filter((l) => l.url === `${s.origin}/same`)).toHaveLength(1);
+      expect(out.filter((l) => l.url === `${s.origin}/again`)).toHaveLength(2);
+      const broken = out.find((l) => l.line === 6);
+      expect(broken).toMatchObject({ url: null, attempts: 0 });
+      expect(String(broken?.error)).toMatch(/^InputLineError: line 6: malformed JSON/);
+      expect(s.arrivals.map((a) => a.path).sort()).toEqual(["/again", "/again", "/api", "/same"]);
+      expect(run.stderr).toContain("line 6");
+      expect(run.stdout).toContain("duplicates dropped 1");
+    },
+    15_000,
+  );
+
+  it(
+    "politely crawl --settings takes Scrapy's names: DOWNLOAD_DELAY in seconds spaces the requests",
+    async () => {
+      const s = await okServer();
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "settings.json"),
+        JSON.stringify({
+          DOWNLOAD_DELAY: 0.2,
+          RANDOMIZE_DOWNLOAD_DELAY: false,
+          CONCURRENT_REQUESTS_PER_DOMAIN: 1,
+          LOG_LEVEL: "INFO",
+        }),
+      );
+      writeFileSync(join(dir, "urls.txt"), [1, 2, 3, 4].map((i) => `${s.origin}/${i}`).join("\n"));
+      const run = await politely([
+        "crawl",
+        join(dir, "urls.txt"),
+        "--settings",
+        join(dir, "settings.json"),
+        "--output",
+        join(dir, "out.jsonl"),
+        "--quiet",
+      ]);
+      expect(run.code).toBe(0);
+      expect(run.stderr).toContain("LOG_LEVEL");
+      expect(s.arrivals).toHaveLength(4);
+      // The send times politely recorded: a lower bound only (the upper side is the machine's).
+      const sent = readLines(join(dir, "out.jsonl")).map((l) => Date.parse(l.sentAt as string))
+        .sort((a, b) => a - b);
+      for (let i = 1; i < sent.length; i++) {
+        expect(sent[i]! - sent[i - 1]!).toBeGreaterThanOrEqual(199);
+      }
+    },
+    15_000,
+  );
+
+  it("politely crawl --events writes the throttling events as JSON Lines", async () => {
+    const s = await okServer();
+    const dir = tempDir();
+    writeFileSync(join(dir, "urls.txt"), `${s.origin}/e\n`);
+    const run = await politely([
+      "crawl",
+      join(dir, "urls.txt"),
+      "--events",
+      join(dir, "ev.jsonl"),
+      "--quiet",
+    ]);
+    expect(run.code).toBe(0);
+    const types = readLines(join(dir, "ev.jsonl")).map((e) => e.type);
+    expect(types).toContain("request-sent");
+    expect(types).toContain("request-done");
+  }, 15_000);
+
+  it(
+    "politely crawl exits 2 with one line naming an unknown setting and suggesting the right one",
+    async () => {
+      const run = await politely(["crawl", "-", "--set", "DOWNLOAD_DELAYY=1"]);
+      expect(run.code).toBe(2);
+      expect(run.stderr.trim().split("\n")).toHaveLength(1);
+      expect(run.stderr).toContain("'DOWNLOAD_DELAYY'");
+      expect(run.stderr).toContain("did you mean 'DOWNLOAD_DELAY'");
+    },
+    15_000,
+  );
+
+  it("politely crawl exits 2 with one line for a negative delay in a settings file", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "s.json"), JSON.stringify({ DOWNLOAD_DELAY: -1 }));
+    const run = await politely(["crawl", "-", "--settings", join(dir, "s.json")]);
+    expect(run.code).toBe(2);
+    expect(run.stderr.trim()).toBe(
+      "politely: Cannot create throttler as 'DOWNLOAD_DELAY' must be >= 0: current value is -1",
+    );
+  }, 15_000);
+
+  it("politely crawl exits 2 with one line for a missing input file", async () => {
+    const dir = tempDir();
+    const missing = await politely(["crawl", join(dir, "nope.txt")]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr.trim()).toBe(
+      `politely: Cannot read input '${join(dir, "nope.txt")}': no such file or directory`,
+    );
+  }, 15_000);
+
+  it(
+    "politely crawl exits 2 with one line for an unwritable output and for a bad flag",
+    async () => {
+      const dir = tempDir();
+      writeFileSync(join(dir, "urls.txt"), "http://127.0.0.1:9/\n");
+      const unwritable = await politely([
+        "crawl",
+        join(dir, "urls.txt"),
+        "--output",
+        join(dir, "no/such/dir/out.jsonl"),
+      ]);
+      expect(unwritable.code).toBe(2);
+      expect(unwritable.stderr.trim().split("\n")).toHaveLength(1);
+      expect(unwritable.stderr).toContain("Cannot write output");
+      const flag = await politely(["crawl", "--nope"]);
+      expect(flag.code).toBe(2);
+      expect(flag.stderr.trim().split("\n")).toHaveLength(1);
+      expect(flag.stderr).toContain("--nope");
+    },
+    15_000,
+  );
+
+  it(
+    "politely crawl stops cleanly on SIGINT and a second run resumes from the job directory",
+    async () => {
+      let hang = true;
+      const held: import("node:http").ServerResponse[] = [];
+      server = await startRecordingServer((req, res) => {
+        const n = Number(req.url?.slice(1));
+        if (hang && n > 3) {
+          held.push(res); // never answered: the crawl is stopped while it waits
+          return;
+        }
+        res.writeHead(200, { connection: "close" });
+        res.end("ok");
+      });
+      const s = server;
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "urls.txt"),
+        Array.from({ length: 8 }, (_, i) => `${s.origin}/${i + 1}`).join("\n"),
+      );
+      const args = [
+        "crawl",
+        join(dir, "urls.txt"),
+        "--jobdir",
+        join(dir, "job"),
+        "--set",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+        "--plain",
+      ];
+      const first = await politely([...args, "--output", join(dir, "first.jsonl")], {
+        interruptWhen: () => held.length > 0,
+      });
+      expect(first.code).toBe(130);
+      expect(first.stderr).toContain("resume");
+      const done = readLines(join(dir, "first.jsonl"));
+      expect(done.every((l) => l.status === 200)).toBe(true);
+      const firstPaths = new Set(done.map((l) => new URL(l.url as string).pathname));
+      expect(firstPaths.size).toBeGreaterThan(0);
+      hang = false;
+      for (const res of held) res.destroy();
+      const before = s.arrivals.length;
+      const second = await politely([...args, "--output", join(dir, "second.jsonl")]);
+      expect(second.code).toBe(0);
+      const resumed = readLines(join(dir, "second.jsonl")).map((l) =>
+        new URL(l.url as string).pathname
+      );
+      // Every request ended exactly once across the two runs; nothing completed was sent again.
+      expect([...firstPaths, ...resumed].sort()).toEqual([
+        "/1",
+        "/2",
+        "/3",
+        "/4",
+        "/5",
+        "/6",
+        "/7",
+        "/8",
+      ]);
+      const again = s.arrivals.slice(before).map((a) => a.path);
+      for (const p of firstPaths) expect(again).not.toContain(p);
+    },
+    15_000,
+  );
+});
