@@ -46,7 +46,7 @@ function politely(
       if (poll !== undefined) clearInterval(poll);
       resolve({ code, stdout, stderr });
     });
-  }, 15_000);
+  });
 }
 
 function tempDir(): string {
@@ -70,7 +70,7 @@ async function okServer(): Promise<RecordingServer> {
     agents.push(String(req.headers["user-agent"]));
     res.writeHead(200, { "content-type": "text/plain", connection: "close" });
     res.end("ok");
-  }, 15_000);
+  });
   return server;
 }
 
