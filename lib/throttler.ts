@@ -597,7 +597,12 @@ export class Throttler<R = unknown> {
     this.#draining = true;
     try {
       const cap = this.settings.concurrentRequests;
+      const limit = this.settings.scopeLimit;
       for (;;) {
+        // Requests queued behind the global cap create their scopes here, not
+        // in submit: sweep here too, or a batch given all at once would never
+        // evict. Between tickets, so no ticket's scopes go while looked at.
+        if (this.#sinceSweep >= 1024 || (limit > 0 && this.#entries.size > limit)) this.#sweep();
         this.#pumpGlobal();
         if (this.#dirty.length > 0) {
           const scope = this.#dirty.pop()!;
@@ -902,6 +907,15 @@ function formatAt(at: number): string {
 function formatMs(ms: number): string {
   if (ms === 0) return "0s";
   return ms < 1000 ? `${Math.round(ms * 10) / 10}ms` : `${Math.round(ms) / 1000}s`;
+}
+
+function addIpScope(scopes: RequestScopes, ip: string): RequestScopes {
+  // `http://127.0.0.1/` already has its IP as its host scope.
+  if (scopes.names.includes(ip)) return scopes;
+  return {
+    names: [...scopes.names, ip],
+    amounts: scopes.amounts === undefined ? undefined : [...scopes.amounts, undefined],
+  };
 }
 
 function describe(value: unknown): string {
