@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { from, lastValueFrom, Observable, type SchedulerLike, toArray } from "rxjs";
+import { from, lastValueFrom, type Observable, type SchedulerLike, toArray } from "rxjs";
 import { TestScheduler } from "rxjs/testing";
 import { startSite } from "../lib/demo/sites.ts";
 import { createFetchDownload } from "../lib/fetch_download.ts";
