@@ -97,7 +97,12 @@ const COLUMNS: readonly { readonly title: string; readonly width: number }[] = [
   { title: "err", width: 6 },
   { title: "req/s", width: 7 },
 ];
-const FIXED = COLUMNS.reduce((n, c) => n + c.width, 0);
+const DROP_ORDER: readonly string[] = ["3xx", "err", "hold", "backoff", "4xx"];
+const MIN_SCOPE = 16;
+
+function totalWidth(columns: readonly { readonly width: number }[]): number {
+  return columns.reduce((n, c) => n + c.width, 0);
+}
 
 /**
  * Render one frame.
@@ -130,27 +135,33 @@ export function renderLiveView(state: LiveViewState, width: number): string {
   const barWidth = Math.max(10, w - tail.length - 3);
   const filled = Math.round(pct * barWidth);
   lines.push(fit(`[${"#".repeat(filled)}${".".repeat(barWidth - filled)}] ${tail}`, w));
-  const scopeWidth = Math.max(10, w - FIXED);
+  // On a narrow terminal the least telling columns go first, so the scope keeps room.
+  let columns = COLUMNS;
+  for (const drop of DROP_ORDER) {
+    if (w - totalWidth(columns) >= MIN_SCOPE) break;
+    columns = columns.filter((c) => c.title !== drop);
+  }
+  const scopeWidth = Math.max(MIN_SCOPE, w - totalWidth(columns));
   lines.push(
-    fit(fit("scope", scopeWidth) + COLUMNS.map((c) => fit(c.title, c.width, "right")).join(""), w),
+    fit(fit("scope", scopeWidth) + columns.map((c) => fit(c.title, c.width, "right")).join(""), w),
   );
   for (const row of state.rows) {
-    const cells = [
-      `${row.active}/${row.concurrency}`,
-      formatDelay(row.delayMs),
-      row.backoffLevel > 0 ? `L${row.backoffLevel}` : "-",
-      row.holdLeftMs > 0 ? formatDuration(row.holdLeftMs) : "-",
-      String(row.counts["2xx"]),
-      String(row.counts["3xx"]),
-      String(row.counts["4xx"]),
-      String(row.counts["5xx"]),
-      String(row.counts.error),
-      row.ratePerSec.toFixed(1),
-    ];
+    const cells: Record<string, string> = {
+      flight: `${row.active}/${row.concurrency}`,
+      delay: formatDelay(row.delayMs),
+      backoff: row.backoffLevel > 0 ? `L${row.backoffLevel}` : "-",
+      hold: row.holdLeftMs > 0 ? formatDuration(row.holdLeftMs) : "-",
+      "2xx": String(row.counts["2xx"]),
+      "3xx": String(row.counts["3xx"]),
+      "4xx": String(row.counts["4xx"]),
+      "5xx": String(row.counts["5xx"]),
+      err: String(row.counts.error),
+      "req/s": row.ratePerSec.toFixed(1),
+    };
     lines.push(
       fit(
         fitTail(row.scope, scopeWidth) +
-          cells.map((c, i) => fit(c, COLUMNS[i]!.width, "right")).join(""),
+          columns.map((c) => fit(cells[c.title]!, c.width, "right")).join(""),
         w,
       ),
     );

@@ -1,0 +1,40 @@
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+describe("politely demo", () => {
+  it("politely demo --duration 3 crawls the five loopback sites and prints its table", async () => {
+    const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
+      (resolve, reject) => {
+        const child = spawn(process.execPath, [
+          join(ROOT, "bin/politely.js"),
+          "demo",
+          "--duration",
+          "3",
+        ], {
+          cwd: ROOT,
+          env: { ...process.env, NO_COLOR: "1" },
+          stdio: ["ignore", "pipe", "pipe"],
+        });
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (d) => (stdout += d));
+        child.stderr.on("data", (d) => (stderr += d));
+        child.on("error", reject);
+        child.on("close", (code) => resolve({ code, stdout, stderr }));
+      },
+    );
+    expect(run.code).toBe(0);
+    const table = run.stdout.slice(run.stdout.lastIndexOf("site    hidden limit"));
+    expect(table).toMatch(/^site {4}hidden limit/);
+    for (const name of ["bucket", "capped", "slow", "robots", "fine"]) {
+      expect(table).toMatch(new RegExp(`\\n${name} +\\S.*\\d+\\.\\d pages/s +\\d+ +\\d+ `));
+    }
+    // Not a terminal: plain lines, never the live view's cursor movements.
+    expect(run.stdout).not.toContain("\x1b[");
+    expect(run.stdout).toContain("politely: ");
+  }, 15_000);
+});

@@ -1,0 +1,146 @@
+import { describe, expect, it } from "vitest";
+import { parseInputLine } from "../lib/cli/input.ts";
+import { parseCliArgs, UsageError } from "../lib/cli/args.ts";
+import { resolveCliSettings, SettingsError } from "../lib/cli/cli_settings.ts";
+
+describe("parseInputLine()", () => {
+  it("parseInputLine() reads a bare URL, and skips blank lines and comments", () => {
+    expect(parseInputLine("https://a.example/x", 1)).toEqual({
+      kind: "request",
+      line: 1,
+      request: { url: "https://a.example/x" },
+    });
+    expect(parseInputLine("   ", 2).kind).toBe("skip");
+    expect(parseInputLine("# seeds", 3).kind).toBe("skip");
+  });
+
+  it("parseInputLine() converts Scrapy's meta names, throttling_delay from seconds to ms", () => {
+    const r = parseInputLine(
+      JSON.stringify({
+        url: "https://a.example/",
+        priority: 3,
+        meta: {
+          throttling_scopes: { api: 2 },
+          throttling_delay: 1.5,
+          throttling_dont_track: true,
+          dont_filter: true,
+          depth: 2,
+        },
+      }),
+      1,
+    );
+    expect(r).toEqual({
+      kind: "request",
+      line: 1,
+      request: {
+        url: "https://a.example/",
+        priority: 3,
+        meta: {
+          throttlingScopes: { api: 2 },
+          throttlingDelayMs: 1500,
+          throttlingDontTrack: true,
+          dontFilter: true,
+          depth: 2,
+        },
+      },
+    });
+  });
+
+  it("parseInputLine() turns a bad line into an InputLineError naming the line and the field", () => {
+    const cases: [string, RegExp][] = [
+      ['{"url": "https://a.example/"', /^line 7: malformed JSON/],
+      ["not a url", /^line 7: expected one URL or one JSON object/],
+      ["ftp://a.example/", /^line 7: only http and https URLs/],
+      ["/relative", /^line 7: not a valid absolute URL/],
+      ['{"url": 5}', /^line 7: 'url' must be a string/],
+      [
+        '{"url": "https://a.example/", "priority": "high"}',
+        /^line 7: 'priority' must be a finite number/,
+      ],
+      [
+        '{"url": "https://a.example/", "meta": {"throttling_delay": -1}}',
+        /^line 7: 'meta.throttling_delay' must be a number >= 0/,
+      ],
+      [
+        '{"url": "https://a.example/", "meta": {"dont_filter": "yes"}}',
+        /^line 7: 'meta.dont_filter' must be true or false/,
+      ],
+      ['{"url": "https://a.example/", "callback": "parse"}', /^line 7: unknown field 'callback'/],
+      ["[1, 2]", /^line 7: expected one URL or one JSON object/],
+    ];
+    for (const [text, message] of cases) {
+      const r = parseInputLine(text, 7);
+      expect(r.kind).toBe("error");
+      if (r.kind === "error") {
+        expect(r.error.message).toMatch(message);
+        expect(r.error.line).toBe(7);
+        expect(r.error.text).toBe(text);
+      }
+    }
+  });
+});
+
+describe("parseCliArgs()", () => {
+  it("parseCliArgs() reads crawl's options, --set repeated in order", () => {
+    expect(
+      parseCliArgs([
+        "crawl",
+        "urls.txt",
+        "--set",
+        "A=1",
+        "-s",
+        "B=x=y",
+        "--output",
+        "o.jsonl",
+        "--jobdir",
+        "job",
+      ]),
+    ).toEqual({
+      command: "crawl",
+      input: "urls.txt",
+      settingsFile: undefined,
+      set: [["A", "1"], ["B", "x=y"]],
+      jobDir: "job",
+      output: "o.jsonl",
+      events: undefined,
+      plain: false,
+      quiet: false,
+    });
+    expect(parseCliArgs(["crawl"])).toMatchObject({ command: "crawl", input: "-" });
+  });
+
+  it("parseCliArgs() reads demo --duration and rejects what it cannot mean", () => {
+    expect(parseCliArgs(["demo", "--duration", "3"])).toMatchObject({
+      command: "demo",
+      durationSec: 3,
+    });
+    expect(parseCliArgs([])).toEqual({ command: "help" });
+    expect(() => parseCliArgs(["demo", "--duration", "-1"])).toThrow(UsageError);
+    expect(() => parseCliArgs(["crawl", "--set", "NOEQUALS"])).toThrow(/--set expects NAME=VALUE/);
+    expect(() => parseCliArgs(["crawl", "a", "b"])).toThrow(/one input/);
+    expect(() => parseCliArgs(["crawlx"])).toThrow(/Unknown command 'crawlx'/);
+  });
+});
+
+describe("resolveCliSettings()", () => {
+  it("resolveCliSettings() applies --set over Scrapy names and dotted camelCase paths", () => {
+    const { settings } = resolveCliSettings(undefined, [
+      ["DOWNLOAD_DELAY", "0.5"],
+      ["backoff.maxDelayMs", "60000"],
+      ["RETRY_ENABLED", "False"],
+    ]);
+    expect(settings.downloadDelayMs).toBe(500);
+    expect(settings.backoff?.maxDelayMs).toBe(60000);
+    expect(settings.retry?.enabled).toBe(false);
+  });
+
+  it("resolveCliSettings() fails with one line naming the setting", () => {
+    expect(() => resolveCliSettings(undefined, [["CONCURRENT_REQUEST", "4"]])).toThrow(
+      /did you mean 'CONCURRENT_REQUESTS'/,
+    );
+    expect(() => resolveCliSettings(undefined, [["DOWNLOAD_DELAY", "-2"]])).toThrow(SettingsError);
+    expect(() => resolveCliSettings("/no/such/settings.json", [])).toThrow(
+      "Cannot read settings '/no/such/settings.json': no such file or directory",
+    );
+  });
+});
