@@ -279,7 +279,10 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
           s.active > 0 || s.holdUntil > now || s.backoffLevel > 0 || stats.rate(s.scope, now) > 0
         )
         .sort((a, b) => rank(order, a.scope) - rank(order, b.scope));
-      const room = Math.max(3, (stdout.rows ?? 24) - 6);
+      const room = Math.max(
+        3,
+        (stdout.rows !== undefined && stdout.rows > 0 ? stdout.rows : 24) - 6,
+      );
       const rows: LiveScopeRow[] = all.slice(0, room).map((s) => ({
         scope: s.scope,
         active: s.active,
