@@ -1,0 +1,107 @@
+import { describe, expect, it } from "vitest";
+import { from, map, mergeMap, timer } from "rxjs";
+import type { ThrottleEvent } from "../lib/events.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings.ts";
+import { createThrottler } from "../lib/throttler.ts";
+import { throttleByScope } from "../operators/throttle_by_scope.ts";
+import { recordingDownload, testScheduler } from "./_helpers/test_scheduler.ts";
+
+function setup(settings: ThrottlerSettingsInput) {
+  const scheduler = testScheduler();
+  const throttler = createThrottler<string>(settings, { scheduler, random: () => 0.5 });
+  const events: ThrottleEvent[] = [];
+  let peakOverBusy = -Infinity;
+  throttler.events$.subscribe((e) => {
+    events.push(e);
+    // Live scopes beyond those with a request in flight, after every event.
+    peakOverBusy = Math.max(peakOverBusy, throttler.scopeCount - throttler.active);
+  });
+  const evicted = () =>
+    events.flatMap((e) => e.type === "scope-evicted" ? [`${e.scope}:${e.reason}`] : []);
+  return { scheduler, throttler, events, evicted, peak: () => peakOverBusy };
+}
+
+/** Each URL at its time, through one gate with a download of `latency` ms. */
+function send(
+  t: ReturnType<typeof setup>,
+  arrivals: readonly (readonly [number, string])[],
+  latency: (url: string) => number = () => 10,
+) {
+  const rec = recordingDownload<string>(t.scheduler, latency);
+  from(arrivals).pipe(
+    mergeMap(([at, url]) => timer(at, t.scheduler).pipe(map(() => url))),
+    throttleByScope(t.throttler, rec.download),
+  ).subscribe();
+  return rec;
+}
+
+describe("Throttler scope eviction (virtual time)", () => {
+  it("Throttler evicts scopes idle longer than scopeMaxIdleMs, not busy ones", () => {
+    const t = setup({ scopeLimit: 0, scopeMaxIdleMs: 1000 });
+    // idle.test is used once; slow.test stays in flight; 1,100 others make the sweep run.
+    send(
+      t,
+      [[0, "http://idle.test/"], [0, "http://slow.test/"]],
+      (u) => u.includes("slow") ? 60_000 : 10,
+    );
+    send(t, Array.from({ length: 1100 }, (_, i) => [5000 + i, `http://x${i}.test/`] as const));
+    t.scheduler.flush();
+    expect(t.evicted()).toContain("idle.test:idle");
+    expect(t.evicted()).not.toContain("slow.test:idle");
+  });
+
+  it("Throttler keeps the scope count within scopeLimit plus the scopes in flight", () => {
+    const t = setup({ scopeLimit: 50, concurrentRequests: 20 });
+    const arrivals = Array.from({ length: 2000 }, (_, i) => [i, `http://h${i}.test/`] as const);
+    const rec = send(t, arrivals, (u) => 5 + (u.length % 40));
+    t.scheduler.flush();
+    expect(rec.sends).toHaveLength(2000);
+    expect(t.peak()).toBeLessThanOrEqual(50);
+    expect(t.throttler.scopeCount).toBeLessThanOrEqual(50);
+    expect(t.evicted().length).toBeGreaterThanOrEqual(1950);
+    expect(t.evicted().every((e) => e.endsWith(":limit"))).toBe(true);
+  });
+
+  it("Throttler keeps the limit for a batch given all at once (requests queued behind the global cap)", () => {
+    const t = setup({ scopeLimit: 30, concurrentRequests: 4 });
+    const rec = recordingDownload<string>(t.scheduler, () => 10);
+    from(Array.from({ length: 500 }, (_, i) => `http://b${i}.test/`))
+      .pipe(throttleByScope(t.throttler, rec.download)).subscribe();
+    t.scheduler.flush();
+    expect(rec.sends).toHaveLength(500);
+    expect(t.peak()).toBeLessThanOrEqual(30);
+  });
+
+  it("Throttler never evicts a scope in a hold, in backoff or watched", () => {
+    const t = setup({ scopeLimit: 2, scopeMaxIdleMs: 100 });
+    t.throttler.recordBackoff("backed.test"); // level 1, recovers after the backoff window
+    t.throttler.delayScope("held.test", 1_000_000); // a hold (and a level)
+    const watch = t.throttler.scope$("watched.test").subscribe();
+    send(t, Array.from({ length: 1200 }, (_, i) => [i, `http://x${i}.test/`] as const));
+    t.scheduler.flush();
+    const gone = t.evicted().map((e) => e.split(":")[0]);
+    expect(gone).not.toContain("backed.test");
+    expect(gone).not.toContain("held.test");
+    expect(gone).not.toContain("watched.test");
+    expect(t.throttler.state("held.test")!.holdUntil).toBe(1_000_000);
+    watch.unsubscribe();
+  });
+
+  it("Throttler rebuilds an evicted scope from its configuration", () => {
+    const t = setup({ scopeLimit: 1, scopes: { "a.test": { delayMs: 100, jitter: 0 } } });
+    send(t, [[0, "http://a.test/"]]);
+    t.scheduler.flush();
+    t.throttler.setBaseDelay("a.test", 5000);
+    t.throttler.setConcurrency("a.test", 1);
+    expect(t.throttler.state("a.test")).toMatchObject({ baseDelayMs: 5000, concurrency: 1 });
+    send(t, [[10, "http://b.test/"], [20, "http://c.test/"]]);
+    t.scheduler.flush();
+    expect(t.evicted()).toContain("a.test:limit");
+    expect(t.throttler.state("a.test")).toBeUndefined();
+    send(t, [[10, "http://a.test/again"]]);
+    t.scheduler.flush();
+    expect(t.events.filter((e) => e.type === "scope-created" && e.scope === "a.test"))
+      .toHaveLength(2);
+    expect(t.throttler.state("a.test")).toMatchObject({ baseDelayMs: 100, concurrency: 8 });
+  });
+});
