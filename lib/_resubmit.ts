@@ -7,7 +7,10 @@ import type { Outcome } from "./outcome.ts";
  */
 export type Resubmit = (outcome: Outcome<unknown, unknown>, delayMs?: number) => boolean;
 
-/** Key of the non-enumerable resubmit function on every outcome the gate emits. */
+/**
+ * Key of the resubmit function on every outcome the gate emits. A symbol key:
+ * `JSON.stringify` and `Object.keys` leave it out, so outcomes log as plain data.
+ */
 export const RESUBMIT: unique symbol = Symbol("politely.resubmit");
 
 /** The resubmit function of an outcome, when it came from a live gate. */

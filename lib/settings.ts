@@ -433,7 +433,7 @@ export function resolveScopeConfig(
     concurrency,
     minConcurrency: Math.min(o.minConcurrency ?? 1, concurrency),
     maxConcurrency: settings.concurrentRequests,
-    delayMs: o.delayMs ?? (kind === "domain" ? settings.downloadDelayMs : 0),
+    delayMs: o.delayMs ?? (kind === "custom" ? 0 : settings.downloadDelayMs),
     jitter: o.jitter === undefined ? settings.jitter : normalizeJitter(o.jitter),
     quota: o.quota,
     windowMs: o.windowMs ?? settings.windowMs,

@@ -13,6 +13,7 @@ import {
   type Subscription,
 } from "rxjs";
 import { type Outcome, outcomeStatus } from "../lib/outcome.ts";
+import { InvalidRequestError } from "../lib/download_errors.ts";
 import { requestMeta } from "../lib/request.ts";
 import type { RequestScopes } from "../lib/scopes.ts";
 import type { GateTicket, Throttler } from "../lib/throttler.ts";
@@ -121,7 +122,27 @@ class Gate<R, T> {
       this.fail(request, attempt, error);
       return;
     }
-    const delay = attempt === 1 ? (requestMeta(request)?.throttlingDelayMs ?? 0) : extraDelayMs;
+    let delay = extraDelayMs;
+    if (attempt === 1) {
+      const requested = requestMeta(request)?.throttlingDelayMs;
+      if (
+        requested !== undefined &&
+        !(typeof requested === "number" && requested >= 0 && requested < Infinity)
+      ) {
+        this.fail(
+          request,
+          attempt,
+          new InvalidRequestError(
+            `Cannot throttle request as 'meta.throttlingDelayMs' must be a finite number >= 0: current value is ${
+              String(requested)
+            }`,
+            { input: request },
+          ),
+        );
+        return;
+      }
+      delay = requested ?? 0;
+    }
     if (scopes instanceof Promise) {
       scopes.then(
         (s) => this.#afterDelay(request, attempt, s, delay),
