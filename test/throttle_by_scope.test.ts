@@ -370,6 +370,30 @@ describe("throttleByScope()", () => {
     expect([throttler.active, throttler.held]).toEqual([0, 0]);
   });
 
+  it("throttleByScope() turns a bad meta.throttlingDelayMs into an error outcome naming the field", () => {
+    const { scheduler, throttler, rec } = setup();
+    const requests: Req[] = [
+      { url: "http://a.test/1", meta: { throttlingDelayMs: -5 } },
+      { url: "http://a.test/2", meta: { throttlingDelayMs: Number.NaN } },
+      { url: "http://a.test/3", meta: { throttlingDelayMs: "5" as unknown as number } },
+      { url: "http://a.test/4", meta: { throttlingDelayMs: 50 } },
+    ];
+    const out = collect(throttler, from(requests).pipe(throttleByScope(throttler, rec.download)));
+    scheduler.flush();
+    expect(out.values.map(({ at, value: o }) => [at, o.kind])).toEqual([
+      [0, "error"],
+      [0, "error"],
+      [0, "error"],
+      [150, "response"],
+    ]);
+    const first = out.values[0]!.value;
+    expect(first.kind === "error" && (first.error as Error).name).toBe("InvalidRequestError");
+    expect(first.kind === "error" && (first.error as Error).message).toBe(
+      "Cannot throttle request as 'meta.throttlingDelayMs' must be a finite number >= 0: current value is -5",
+    );
+    expect([throttler.active, throttler.held]).toEqual([0, 0]);
+  });
+
   it("throttleByScope() turns a download that throws, errors or completes empty into an error outcome", () => {
     const { scheduler, throttler } = setup({ concurrentRequestsPerDomain: 1 });
     const boom = new Error("boom");
