@@ -8,11 +8,14 @@
  *   Each window with fewer triggers than the target's low bound multiplies
  *   the delay by `delayFactor` down to `minDelayMs` (snapping to it within
  *   1 ms), then raises concurrency by one up to `maxConcurrency`.
- * - **avoidance** (after the first trigger; our refinement, see
+ * - **avoidance** (from the first trigger on; our refinement, see
  *   docs/RAMPUP.md): the scope is paced by a rate (`delay = 1000 / rate`). A
  *   trigger cuts the rate the scope was actually achieving (sends and
- *   admitted responses over the last window) by {@link CUT_FACTOR}; a quiet
- *   window adds a small increment that grows while windows stay quiet.
+ *   admitted responses over the last window) by {@link CUT_FACTOR}, or halves
+ *   the send rate when most sends bounced; the first trigger goes back to
+ *   the last quiet window's rate when there was one. A quiet window closes
+ *   half the gap to the rate of the last cut, then probes beyond it with
+ *   increments that grow while windows stay quiet.
  *   Concurrency follows the rate by Little's law (rate x latency).
  *
  * @module
@@ -176,8 +179,15 @@ export class RampupController {
         next = this.#knownGoodRate;
         why = `first trigger: back to the last quiet window's rate ${fmt(next)}/s`;
       } else {
-        next = SLOW_START_EXIT_FACTOR * m.sendRate;
-        why = `first trigger: half the send rate ${fmt(m.sendRate)}/s`;
+        const seen = `sent ${fmt(m.sendRate)}/s, admitted ${fmt(m.admittedRate)}/s`;
+        if (m.admittedRate < HEAVY_LOSS_ADMITTED * m.sendRate) {
+          next = SLOW_START_EXIT_FACTOR * m.sendRate;
+          why = `first trigger with heavy loss: half the send rate (${seen})`;
+        } else {
+          const achieved = Math.min(m.sendRate, m.admittedRate);
+          next = CUT_FACTOR * achieved;
+          why = `first trigger: ${CUT_FACTOR} x achieved ${fmt(achieved)}/s (${seen})`;
+        }
       }
     } else {
       const achieved = Math.min(this.rate, m.sendRate, m.admittedRate);

@@ -116,15 +116,28 @@ describe("rampup (slow start: the reference's steps)", () => {
 });
 
 describe("rampup (after the first trigger: our refinement)", () => {
-  it("ThrottlingScopeManager rampup: the first trigger with no quiet window halves the send rate", () => {
+  it("ThrottlingScopeManager rampup: a first trigger with light loss cuts the achieved rate by CUT_FACTOR", () => {
     const m = manager({ delayMs: 0, rampup: true });
-    // 20 sends/s at concurrency 1 (50 ms latency), the 5th answered 429 at 250 ms.
+    // 20 sends/s at concurrency 1 (50 ms latency), the 5th answered 429 at 250 ms:
+    // over 250 ms, 20/s sent and 16/s admitted.
     for (let t = 0; t < 200; t += 50) request(m, t, 50);
     request(m, 200, 50, 429);
     const s = m.state(250);
-    expect(1000 / s.delayMs).toBeCloseTo(10, 6); // 0.5 x 20/s
+    expect(1000 / s.delayMs).toBeCloseTo(CUT_FACTOR * 16, 6);
     expect(s.backoffLevel).toBe(0); // no exponential step: rampup's cut replaces it
-    expect(summary(m.advance(250))).toEqual(["100/2 first trigger: half the send rate 20/s"]);
+    expect(summary(m.advance(250))).toEqual([
+      "69.44/2 first trigger: 0.9 x achieved 16/s (sent 20/s, admitted 16/s)",
+    ]);
+  });
+
+  it("ThrottlingScopeManager rampup: a first trigger with heavy loss halves the send rate", () => {
+    const m = manager({ delayMs: 0, rampup: true, minConcurrency: 1 });
+    for (let i = 0; i < 4; i++) m.recordSent(0); // 4 at once, none admitted yet
+    m.recordBackoff(50, { cause: "status 429" });
+    expect(1000 / m.state(50).delayMs).toBeCloseTo(0.5 * (4 / 0.05), 6);
+    expect(summary(m.advance(50))).toEqual([
+      "25/1 first trigger with heavy loss: half the send rate (sent 80/s, admitted 0/s)",
+    ]);
   });
 
   it("ThrottlingScopeManager rampup: the first trigger goes back to the last quiet window's rate", () => {
@@ -164,7 +177,9 @@ describe("rampup (after the first trigger: our refinement)", () => {
     request(m, 0, 50, 429); // cut to 10/s (delay 100)
     for (let t = 100; t < 1_000; t += 100) request(m, t, 20);
     // The cut is reported; the window with its 1 trigger holds.
-    expect(summary(m.advance(1_000))).toEqual(["100/1 first trigger: half the send rate 20/s"]);
+    expect(summary(m.advance(1_000))).toEqual([
+      "100/1 first trigger with heavy loss: half the send rate (sent 20/s, admitted 0/s)",
+    ]);
     for (let t = 1_000; t < 2_000; t += 100) request(m, t, 20);
     const [step] = m.advance(2_000);
     if (step?.kind !== "rampup") throw new Error("expected a rampup step");
