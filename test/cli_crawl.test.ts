@@ -106,7 +106,7 @@ describe("politely crawl", () => {
     expect(agents.every((a) => a.startsWith("politely/"))).toBe(true);
     expect(run.stdout).toContain("politely: 3 requests ended");
     expect(run.stdout).toContain("2xx 3");
-  }, 15_000);
+  }, 30_000);
 
   it("politely crawl - reads stdin and counts statuses and failures in the summary", async () => {
     server = await startRecordingServer((req, res) => {
@@ -121,7 +121,7 @@ describe("politely crawl", () => {
     expect(run.stdout).toContain("politely: 3 requests ended");
     expect(run.stdout).toContain("2xx 1, 3xx 0, 4xx 1, 5xx 0; errors 1");
     expect(run.stdout).toContain("failures 1");
-  }, 15_000);
+  }, 30_000);
 
   it(
     "politely crawl reads JSON Lines with Scrapy meta names, dedupes, and reports a malformed line as a failed outcome",
@@ -221,7 +221,7 @@ describe("politely crawl", () => {
     const types = readLines(join(dir, "ev.jsonl")).map((e) => e.type);
     expect(types).toContain("request-sent");
     expect(types).toContain("request-done");
-  }, 15_000);
+  }, 30_000);
 
   it(
     "politely crawl exits 2 with one line naming an unknown setting and suggesting the right one",
@@ -243,7 +243,7 @@ describe("politely crawl", () => {
     expect(run.stderr.trim()).toBe(
       "politely: Cannot create throttler as 'DOWNLOAD_DELAY' must be >= 0: current value is -1",
     );
-  }, 15_000);
+  }, 30_000);
 
   it("politely crawl exits 2 with one line for a missing input file", async () => {
     const dir = tempDir();
@@ -252,7 +252,7 @@ describe("politely crawl", () => {
     expect(missing.stderr.trim()).toBe(
       `politely: Cannot read input '${join(dir, "nope.txt")}': no such file or directory`,
     );
-  }, 15_000);
+  }, 30_000);
 
   it(
     "politely crawl exits 2 with one line for an unwritable output and for a bad flag",
