@@ -166,7 +166,7 @@ describe("politely crawl", () => {
       expect(run.stderr).toContain("line 6");
       expect(run.stdout).toContain("duplicates dropped 1");
     },
-    15_000,
+    30_000,
   );
 
   it(
@@ -203,7 +203,7 @@ describe("politely crawl", () => {
         expect(sent[i]! - sent[i - 1]!).toBeGreaterThanOrEqual(199);
       }
     },
-    15_000,
+    30_000,
   );
 
   it("politely crawl --events writes the throttling events as JSON Lines", async () => {
@@ -232,7 +232,7 @@ describe("politely crawl", () => {
       expect(run.stderr).toContain("'DOWNLOAD_DELAYY'");
       expect(run.stderr).toContain("did you mean 'DOWNLOAD_DELAY'");
     },
-    15_000,
+    30_000,
   );
 
   it("politely crawl exits 2 with one line for a negative delay in a settings file", async () => {
@@ -273,7 +273,7 @@ describe("politely crawl", () => {
       expect(flag.stderr.trim().split("\n")).toHaveLength(1);
       expect(flag.stderr).toContain("--nope");
     },
-    15_000,
+    30_000,
   );
 
   it(
@@ -336,6 +336,6 @@ describe("politely crawl", () => {
       const again = s.arrivals.slice(before).map((a) => a.path);
       for (const p of firstPaths) expect(again).not.toContain(p);
     },
-    15_000,
+    30_000,
   );
 });
