@@ -57,6 +57,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   // Quota of the current fixed window (NaN: no window open).
   #quotaUsed = 0;
   #quotaResetsAt = Number.NaN;
+  #quotaAmountSeen = false;
   /** Rampup's arithmetic (lib/_rampup.ts), when the scope ramps up. */
   #ramp: RampupController | undefined;
 
@@ -95,6 +96,11 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#concurrency = c.minConcurrency;
   }
 
+  /** Whether any request sent so far gave an amount for this scope (quota scopes warn when none does). */
+  get quotaAmountSeen(): boolean {
+    return this.#quotaAmountSeen;
+  }
+
   /** Whether rampup is probing this scope. */
   get rampup(): boolean {
     return this.#ramp !== undefined;
@@ -118,6 +124,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#ramp?.onSent(now);
     const delay = this.#delayMs;
     this.#nextSendAt = delay > 0 ? now + this.#jittered(delay) : now;
+    if (amount !== undefined) this.#quotaAmountSeen = true;
     if (amount !== undefined && amount > 0 && this.config.quota !== undefined) {
       if (Number.isNaN(this.#quotaResetsAt) || now >= this.#quotaResetsAt) {
         this.#quotaResetsAt = now + this.config.windowMs;

@@ -357,6 +357,20 @@ export class Throttler<R = unknown> {
     };
   }
 
+  /** A quota scope whose requests carry no amounts never uses its quota: say so once. */
+  #checkQuotaAmounts(scope: string, manager: ThrottlingScopeManagerProtocol): void {
+    if (!(manager instanceof ThrottlingScopeManager)) return;
+    const quota = manager.config.quota;
+    if (quota === undefined || manager.quotaAmountSeen) return;
+    this.warnOnce(
+      `quota-without-amounts:${scope}`,
+      "quota-without-amounts",
+      `Scope '${scope}' has a quota of ${quota} but its requests carry no amount for it, so the quota ` +
+        `never fills: give amounts as meta.throttlingScopes {'${scope}': amount} or from getScopes`,
+      scope,
+    );
+  }
+
   /** Emit a warning event once per `key` (and log it in debug mode). */
   warnOnce(key: string, code: string, message: string, scope?: string): void {
     if (this.#warnedOnce.has(key)) return;
@@ -520,6 +534,7 @@ export class Throttler<R = unknown> {
         this.#entries.set(scope, entry);
       }
       entry.manager.recordSent(now, amounts[i]);
+      if (amounts[i] === undefined) this.#checkQuotaAmounts(scope, entry.manager);
       this.#changed(scope, entry, now);
     }
     ticket.start();
