@@ -102,10 +102,12 @@ async function main(argv: readonly string[]): Promise<void> {
     await (await fetch(`${base}/warm-up`)).text();
     const scope = hostScope(base);
     const throttler = createThrottler({ scopes: { [scope]: { delayMs, jitter: 0 } } });
+    const calls: number[] = [];
     const urls = Array.from({ length: n }, (_, i) => `${base}/p/${i}`);
     const outcomes = await lastValueFrom(
       from(urls).pipe(
         throttleByScope(throttler, async (url: string, { signal }) => {
+          calls.push(now());
           const res = await fetch(url, { signal });
           await res.text();
           return res.status;
@@ -145,6 +147,7 @@ async function main(argv: readonly string[]): Promise<void> {
         ],
         [
           row("server arrival (performance.now)", server$),
+          row("client download() call (performance.now)", gapStats(calls, delayMs)),
           row("client send (outcome.sentAt, scheduler clock)", client),
         ],
       ),
