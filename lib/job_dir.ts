@@ -39,6 +39,11 @@ export interface JobDirEntry {
   readonly fingerprint: string | undefined;
   /** The serialised request (any JSON value). */
   readonly data: unknown;
+  /**
+   * The request's scopes (one name, or several sorted), so a resume need not
+   * work them out again (parse URLs). Optional.
+   */
+  readonly scopes?: string | readonly string[] | undefined;
 }
 
 /** A corrupt or torn record, skipped on open. */
@@ -148,14 +153,10 @@ export class JobDir {
 
   /** Records an enqueued request (buffered). */
   enqueue(entry: JobDirEntry): void {
-    this.#append([
-      "E",
-      entry.seq,
-      entry.start ? 1 : 0,
-      entry.priority,
-      entry.fingerprint ?? 0,
-      entry.data,
-    ]);
+    const l = enqueueLine(entry);
+    this.#buffer.push(l);
+    this.#bufferedBytes += l.length;
+    if (this.#bufferedBytes >= this.#flushBytes) this.flush();
   }
 
   /**
@@ -211,8 +212,7 @@ export class JobDir {
       const chunk: string[] = [line(["H", FORMAT_VERSION])];
       let size = 0;
       const live = new Set<string>();
-      const put = (record: unknown[]): void => {
-        const l = line(record);
+      const putLine = (l: string): void => {
         chunk.push(l);
         size += l.length;
         if (size >= 1_048_576) {
@@ -223,9 +223,9 @@ export class JobDir {
       };
       for (const e of pending) {
         if (e.fingerprint !== undefined) live.add(e.fingerprint);
-        put(["E", e.seq, e.start ? 1 : 0, e.priority, e.fingerprint ?? 0, e.data]);
+        putLine(enqueueLine(e));
       }
-      for (const fp of seen) if (!live.has(fp)) put(["F", fp]);
+      for (const fp of seen) if (!live.has(fp)) putLine(line(["F", fp]));
       writeAll(fd, chunk.join(""));
       fsyncSync(fd);
     } finally {
@@ -255,6 +255,24 @@ export class JobDir {
   }
 }
 
+/**
+ * An `E` record, built as text (no array per request): a fingerprint equal to
+ * a string `data` (a GET's canonical URL) is written as `1`.
+ */
+function enqueueLine(e: JobDirEntry): string {
+  const data = e.data;
+  const dataJson = JSON.stringify(data);
+  const fp = e.fingerprint === undefined
+    ? "0"
+    : e.fingerprint === data
+    ? "1"
+    : JSON.stringify(e.fingerprint);
+  const scopes = e.scopes === undefined ? "" : "," + JSON.stringify(e.scopes);
+  const json = '["E",' + e.seq + "," + (e.start ? "1," : "0,") + JSON.stringify(e.priority) + "," +
+    fp + "," + dataJson + scopes + "]";
+  return checksum(json) + " " + json + "\n";
+}
+
 /** One record: 8 hex digits of FNV-1a over the JSON, a space, the JSON, a newline. */
 function line(record: unknown[]): string {
   const json = JSON.stringify(record);
@@ -268,6 +286,28 @@ function checksum(text: string): string {
     h = Math.imul(h, 0x01000193);
   }
   return (h >>> 0).toString(16).padStart(8, "0");
+}
+
+/** FNV-1a of `text` from index `from` (the checksum of a line's JSON, without slicing it). */
+function checksumFrom(text: string, from: number): number {
+  let h = 0x811c9dc5;
+  for (let i = from; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+/** The 8 lower-case hex digits at the start of a line, or -1. */
+function parseHex8(text: string): number {
+  let v = 0;
+  for (let i = 0; i < 8; i++) {
+    const c = text.charCodeAt(i);
+    const d = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
 }
 
 function writeAll(fd: number, text: string): void {
@@ -313,11 +353,10 @@ function readLog(path: string): ReadResult {
   const take = (text: string): void => {
     lineNo++;
     if (text === "") return;
-    const space = text.indexOf(" ");
-    const json = space === 8 ? text.slice(9) : "";
-    if (space !== 8 || checksum(json) !== text.slice(0, 8)) {
+    if (text.charCodeAt(8) !== 32 || checksumFrom(text, 9) !== parseHex8(text)) {
       return bad("checksum mismatch or torn write");
     }
+    const json = text.slice(9);
     let r: unknown;
     try {
       r = JSON.parse(json);
@@ -330,20 +369,33 @@ function readLog(path: string): ReadResult {
         if (r[1] !== FORMAT_VERSION) return bad(`unknown format version ${String(r[1])}`);
         return;
       case "E": {
-        const [, seq, start, priority, fp, data] = r as [
+        const [, seq, start, priority, fp, data, scopes] = r as [
           string,
           number,
           number,
           number,
-          string | 0,
+          string | 0 | 1,
           unknown,
+          string | string[] | undefined,
         ];
         if (typeof seq !== "number" || typeof priority !== "number") {
           return bad("bad enqueue record");
         }
-        const fingerprint = typeof fp === "string" ? fp : undefined;
+        const fingerprint = typeof fp === "string"
+          ? fp
+          : fp === 1 && typeof data === "string"
+          ? data
+          : undefined;
         if (fingerprint !== undefined) seen.add(fingerprint);
-        pending.set(seq, { seq, start: start === 1, priority, fingerprint, data });
+        const okScopes = typeof scopes === "string" ||
+          (Array.isArray(scopes) && scopes.length > 0 &&
+            scopes.every((x) => typeof x === "string"));
+        pending.set(
+          seq,
+          okScopes
+            ? { seq, start: start === 1, priority, fingerprint, data, scopes }
+            : { seq, start: start === 1, priority, fingerprint, data },
+        );
         if (seq >= nextSeq) nextSeq = seq + 1;
         return;
       }

@@ -116,6 +116,99 @@ export function canonicalizeParsed(u: URL): string {
   return base + u.pathname + query;
 }
 
+/**
+ * The host (with its port) of an `http:`/`https:` URL that is already in
+ * canonical form, without parsing it: lower-case host, no default or
+ * zero-led port, no user info, a path of plain characters and no dot
+ * segments, at most one query argument, no fragment. Such a URL is its own
+ * `href` and its own canonical URL, so the queue takes its scope and its
+ * fingerprint without `new URL` (most crawl URLs qualify). `undefined` when
+ * in doubt: the caller then parses.
+ *
+ * @internal
+ */
+export function canonicalHostFast(url: string): string | undefined {
+  let i: number;
+  let defaultPort: string;
+  if (url.startsWith("https://")) {
+    i = 8;
+    defaultPort = "443";
+  } else if (url.startsWith("http://")) {
+    i = 7;
+    defaultPort = "80";
+  } else return undefined;
+  const n = url.length;
+  const hostStart = i;
+  let labelStart = i;
+  let portAt = -1;
+  for (; i < n; i++) {
+    const c = url.charCodeAt(i);
+    if (c === 47 /* / */) break;
+    if (portAt >= 0) {
+      if (c < 48 || c > 57) return undefined;
+      continue;
+    }
+    if ((c >= 97 && c <= 122) || (c >= 48 && c <= 57) || c === 45 /* - */) continue;
+    if (c === 46 /* . */) {
+      if (i === labelStart) return undefined; // empty label
+      labelStart = i + 1;
+      continue;
+    }
+    if (c === 58 /* : */) {
+      portAt = i;
+      continue;
+    }
+    return undefined;
+  }
+  const hostEnd = portAt >= 0 ? portAt : i;
+  if (i >= n || hostEnd === labelStart || hostEnd === hostStart) return undefined;
+  // A last label that is a number makes the host an IPv4 address (rewritten
+  // by the parser); "xn--" labels go through IDNA: both left to the parser.
+  // (A last label starting with a digit is left to the parser: "1", "0x1".)
+  const first = url.charCodeAt(labelStart);
+  if (first >= 48 && first <= 57) return undefined;
+  const xn = url.indexOf("xn--", hostStart);
+  if (xn >= 0 && xn < hostEnd) return undefined;
+  if (portAt >= 0) {
+    const port = url.slice(portAt + 1, i);
+    if (port === "" || port === defaultPort || port.charCodeAt(0) === 48 || port.length > 5) {
+      return undefined;
+    }
+    if (Number(port) > 65535) return undefined;
+  }
+  // Path and query: only characters the parser keeps as they are.
+  let query = -1;
+  for (let k = i; k < n; k++) {
+    const c = url.charCodeAt(k);
+    if (c === 63 /* ? */) {
+      if (query >= 0) continue;
+      query = k;
+      continue;
+    }
+    if (c === 38 /* & */ && query >= 0) return undefined; // the query would be sorted
+    if (c === 46 /* . */ && query < 0 && url.charCodeAt(k - 1) === 47) {
+      const next = url.charCodeAt(k + 1);
+      if (k + 1 === n || next === 47 || next === 46 || next === 63) return undefined; // dot segment
+    }
+    if (c === 37 /* % */ && query < 0) {
+      const next = url.charCodeAt(k + 1), last = url.charCodeAt(k + 2);
+      if (next === 50 && (last === 101 || last === 69)) return undefined; // %2e
+    }
+    if (!PLAIN[c]) return undefined;
+    if (c === 39 /* ' */ && query >= 0) return undefined;
+  }
+  if (query === n - 1) return undefined; // an empty query is dropped
+  return url.slice(hostStart, i);
+}
+
+/** ASCII characters the URL parser never rewrites in a path or query. */
+const PLAIN: readonly boolean[] = (() => {
+  const t: boolean[] = new Array(128).fill(false);
+  const ok = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/%?";
+  for (let k = 0; k < ok.length; k++) t[ok.charCodeAt(k)] = true;
+  return t;
+})();
+
 /** Canonical request lines up to this length are their own fingerprint. */
 const LITERAL_MAX = 120;
 

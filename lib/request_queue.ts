@@ -28,7 +28,12 @@ import { BinaryHeap } from "./_binary_heap.ts";
 import { PriorityBuckets } from "./_priority_buckets.ts";
 import { JobDir, type JobDirEntry } from "./job_dir.ts";
 import { requestMeta, requestPriority, requestUrl, type ScopesInput } from "./request.ts";
-import { fingerprintParsed, parseUrl, requestMethod } from "./request_fingerprint.ts";
+import {
+  canonicalHostFast,
+  fingerprintParsed,
+  parseUrl,
+  requestMethod,
+} from "./request_fingerprint.ts";
 
 /**
  * What the request queue needs to know of the throttler. The throttler
@@ -57,6 +62,23 @@ export interface QueueThrottleView {
    * means "anything may have changed".
    */
   readonly changes$: Observable<unknown>;
+  /**
+   * The gate's own scopes of a request (a `Throttler`'s `resolveScopes`): when
+   * given, and `usesDefaultScopes` is not `true`, the queue's default
+   * `scopesOf` asks it, so the queue and the gate agree. A promise (a per-IP
+   * scope waiting for DNS) falls back to the URL's host for ordering.
+   */
+  readonly resolveScopes?: (
+    request: never,
+  ) => ViewScopes | PromiseLike<ViewScopes>;
+  /** `resolveScopes` gives what the queue's default would (host or `meta.throttlingScopes`). */
+  readonly usesDefaultScopes?: boolean;
+}
+
+/** Scopes as a throttler gives them. */
+export interface ViewScopes {
+  readonly names: readonly string[];
+  readonly amounts: readonly (number | undefined)[] | undefined;
 }
 
 /** A request's scopes and, per scope, the quota amount it consumes. */
@@ -213,6 +235,8 @@ interface Item<R> {
   readonly set: ScopeSet<R>;
   readonly persisted: boolean;
   readonly releaseAt: number;
+  /** The next in-flight item of an equal request (dontFilter duplicates), without an array per request. */
+  sameNext: Item<R> | undefined;
 }
 
 interface Wake<R> {
@@ -277,6 +301,12 @@ export class RequestQueue<R> {
   readonly #flushIntervalMs: number;
   readonly #start: Iterable<R> | Observable<R> | undefined;
   readonly #needsUrl: boolean;
+  /** Strings take the parse-free path (default fingerprint and scopes). */
+  readonly #fastStrings: boolean;
+  /** The view never changes (no view, or scopes ignored): no load or share to refresh. */
+  readonly #staticView: boolean;
+  /** Every request goes into one scope set (see the constructor). */
+  readonly #oneSet: boolean;
 
   readonly #sets = new Map<string, ScopeSet<R>>();
   readonly #byScope = new Map<string, Set<ScopeSet<R>>>();
@@ -286,7 +316,7 @@ export class RequestQueue<R> {
   readonly #aside = new BinaryHeap<Item<R>>((a, b) =>
     a.releaseAt < b.releaseAt || (a.releaseAt === b.releaseAt && a.seq < b.seq)
   );
-  readonly #inFlight = new Map<R, Item<R>[]>();
+  readonly #inFlight = new Map<R, Item<R>>();
   #seen = new Set<string>();
   #nextSeq = 1;
   #served = 0;
@@ -350,8 +380,16 @@ export class RequestQueue<R> {
         `Cannot create request queue as 'flushIntervalMs' must be >= 0: current value is ${flushIntervalMs}`,
       );
     }
-    this.#view = options.view ?? UNLIMITED_VIEW;
-    this.#scopesOf = options.scopesOf;
+    const view = options.view ?? UNLIMITED_VIEW;
+    this.#view = view;
+    this.#staticView = view === UNLIMITED_VIEW || order === "priority";
+    // Without a view every scope set is always open, load 0, share 0: the
+    // throttling-aware order is then the plain priority order of one set
+    // (same sequence, no per-scope bookkeeping). Scopes are still worked out
+    // at enqueue, so bad requests are refused the same way.
+    this.#oneSet = order === "priority" ||
+      (view === UNLIMITED_VIEW && order === "throttling-aware");
+    this.#scopesOf = options.scopesOf ?? viewScopesOf<R>(view);
     this.#order = order;
     this.#fifo = options.fifo ?? false;
     this.#depthPriority = depthPriority;
@@ -365,6 +403,7 @@ export class RequestQueue<R> {
     this.#flushIntervalMs = flushIntervalMs;
     this.#start = options.start;
     this.#needsUrl = !this.#fingerprint || (order !== "priority" && !this.#scopesOf);
+    this.#fastStrings = !this.#fingerprint && (order === "priority" || !this.#scopesOf);
     this.#ready = new BinaryHeap<ScopeSet<R>>(this.#lessFor(order), (s, i) => {
       s.heapIndex = i;
     });
@@ -447,58 +486,81 @@ export class RequestQueue<R> {
    */
   enqueue(request: R, options?: { readonly start?: boolean }): boolean {
     const start = options?.start === true;
-    let scopes: readonly string[] = [];
+    const meta = requestMeta(request);
+    const filter = this.#dedupe && meta?.dontFilter !== true;
+    let key: string | undefined;
+    let scopes: readonly string[] | undefined;
     let amounts: readonly (number | undefined)[] | undefined;
     let fp: string | undefined;
-    const meta = requestMeta(request);
-    try {
-      // The default functions need a valid URL; custom ones may do without.
-      const url = this.#needsUrl ? parseRequestUrl(request) : undefined;
-      if (this.#order !== "priority") {
-        const rs = this.#scopesOf ? this.#customScopes(request) : scopesFromMeta(request) ??
-          { scopes: [hostOf(request, url as URL)] };
-        scopes = rs.scopes;
-        amounts = rs.amounts;
-        if (scopes.length === 0) {
-          throw new InvalidRequestError(
-            "scopes",
-            request,
-            "Cannot enqueue request as it has no scopes: current value is []",
+    // A URL string already in canonical form is its own fingerprint and names
+    // its scope (its host) without being parsed: most crawl URLs.
+    const host = this.#fastStrings && typeof request === "string"
+      ? canonicalHostFast(request)
+      : undefined;
+    if (host !== undefined) {
+      key = host;
+      if (filter) fp = request as string;
+    } else {
+      try {
+        // The default functions need a valid URL; custom ones may do without.
+        const url = this.#needsUrl ? parseRequestUrl(request) : undefined;
+        if (this.#order !== "priority") {
+          const rs = this.#scopesOf ? this.#customScopes(request) : scopesFromMeta(request);
+          if (rs === undefined) key = hostOf(request, url as URL);
+          else {
+            scopes = rs.scopes;
+            amounts = rs.amounts;
+            if (scopes.length === 0) {
+              throw new InvalidRequestError(
+                "scopes",
+                request,
+                "Cannot enqueue request as it has no scopes: current value is []",
+              );
+            }
+          }
+        }
+        if (filter) {
+          fp = this.#fingerprint ? this.#customFingerprint(request) : fingerprintParsed(
+            url as URL,
+            requestMethod(request),
+            requestBodyOf(request),
+            requestUrl(request),
           );
         }
+      } catch (e) {
+        this.#rejected++;
+        this.#emitStats();
+        throw e;
       }
-      if (this.#dedupe && meta?.dontFilter !== true) {
-        fp = this.#fingerprint ? this.#customFingerprint(request) : fingerprintParsed(
-          url as URL,
-          requestMethod(request),
-          requestBodyOf(request),
-          requestUrl(request),
-        );
-      }
-    } catch (e) {
-      this.#rejected++;
-      this.#emitStats();
-      throw e;
     }
     if (fp !== undefined) {
-      if (this.#seen.has(fp)) {
+      // One hash lookup: add, and see whether the set grew.
+      const seen = this.#seen;
+      const before = seen.size;
+      seen.add(fp);
+      if (seen.size === before) {
         this.#filtered++;
         this.#emitStats();
         return false;
       }
-      this.#seen.add(fp);
     }
     const depth = this.#depthOf ? this.#depthOf(request) : metaDepth(meta);
     const priority = requestPriority(request) - depth * this.#depthPriority;
     const seq = this.#nextSeq++;
     let persisted = false;
-    if (this.#jobDir !== undefined) {
+    const jd = this.#jobDir;
+    if (jd !== undefined) {
       const data = this.#serializeSafe(request);
       if (data === undefined) {
         this.#unserializable++;
         this.#enqueuedMemory++;
       } else {
-        this.#jobDir.enqueue({ seq, start, priority, fingerprint: fp, data });
+        // Default scopes without quota amounts go on file, so a resume need
+        // not parse URLs again (custom scopes are asked again on resume).
+        const stored = this.#scopesOf !== undefined || amounts !== undefined
+          ? undefined
+          : key ?? scopes;
+        jd.enqueue({ seq, start, priority, fingerprint: fp, data, scopes: stored });
         persisted = true;
         this.#enqueuedDisk++;
         this.#scheduleFlush();
@@ -507,7 +569,7 @@ export class RequestQueue<R> {
       this.#enqueuedMemory++;
     }
     this.#enqueued++;
-    this.#place(request, seq, priority, start, fp, scopes, amounts, persisted, meta);
+    this.#place(request, seq, priority, start, fp, key, scopes, amounts, persisted, meta);
     this.#drain();
     return true;
   }
@@ -521,14 +583,14 @@ export class RequestQueue<R> {
    * @throws {RangeError} When the request is not in flight.
    */
   markDone(request: R): void {
-    const list = this.#inFlight.get(request);
-    const item = list?.shift();
-    if (list === undefined || item === undefined) {
+    const item = this.#inFlight.get(request);
+    if (item === undefined) {
       throw new RangeError(
         `Cannot mark request done as it is not in flight: current value is ${describe(request)}`,
       );
     }
-    if (list.length === 0) this.#inFlight.delete(request);
+    if (item.sameNext === undefined) this.#inFlight.delete(request);
+    else this.#inFlight.set(request, item.sameNext);
     this.#inFlightCount--;
     this.#completed++;
     const jd = this.#jobDir;
@@ -540,7 +602,7 @@ export class RequestQueue<R> {
       }
     }
     const set = item.set;
-    if (set.state === READY && set.heapIndex >= 0) this.#refresh(set);
+    if (!this.#staticView && set.state === READY && set.heapIndex >= 0) this.#refresh(set);
     this.#drain();
   }
 
@@ -711,12 +773,16 @@ export class RequestQueue<R> {
       this.#dequeued++;
       if (item.persisted) this.#dequeuedDisk++;
       else this.#dequeuedMemory++;
-      const list = this.#inFlight.get(item.r);
-      if (list === undefined) this.#inFlight.set(item.r, [item]);
-      else list.push(item);
+      const first = this.#inFlight.get(item.r);
+      if (first === undefined) this.#inFlight.set(item.r, item);
+      else {
+        let last = first;
+        while (last.sameNext !== undefined) last = last.sameNext;
+        last.sameNext = item;
+      }
       // State is consistent before next(): the subscriber may re-enter.
       subscriber.next(item.r);
-      if (set.state === READY && set.heapIndex >= 0) this.#refresh(set);
+      if (!this.#staticView && set.state === READY && set.heapIndex >= 0) this.#refresh(set);
     }
   }
 
@@ -740,28 +806,41 @@ export class RequestQueue<R> {
     priority: number,
     start: boolean,
     fp: string | undefined,
-    scopes: readonly string[],
+    key: string | undefined,
+    scopes: readonly string[] | undefined,
     amounts: readonly (number | undefined)[] | undefined,
     persisted: boolean,
     meta: { readonly throttlingDelayMs?: number } | undefined,
   ): void {
-    let key = "";
-    if (this.#order !== "priority") {
-      if (scopes.length > 1) {
-        const order = scopes.map((_, i) => i).sort((a, b) =>
-          (scopes[a] as string) < (scopes[b] as string) ? -1 : 1
+    if (this.#oneSet) key = "";
+    else if (key === undefined) {
+      const s = scopes as readonly string[];
+      if (s.length > 1) {
+        const order = s.map((_, i) => i).sort((a, b) =>
+          (s[a] as string) < (s[b] as string) ? -1 : 1
         );
-        scopes = order.map((i) => scopes[i] as string);
+        scopes = order.map((i) => s[i] as string);
         if (amounts !== undefined) amounts = order.map((i) => amounts?.[i]);
         key = scopes.join("\u0000");
       } else {
-        key = scopes[0] as string;
+        key = s[0] as string;
       }
     }
-    const set = this.#sets.get(key) ?? this.#newSet(key, scopes);
+    const set = this.#sets.get(key) ?? this.#newSet(key, scopes ?? [key]);
     const delay = meta?.throttlingDelayMs;
     const releaseAt = typeof delay === "number" && delay > 0 ? this.#scheduler.now() + delay : 0;
-    const item: Item<R> = { r, seq, priority, start, fp, amounts, set, persisted, releaseAt };
+    const item: Item<R> = {
+      r,
+      seq,
+      priority,
+      start,
+      fp,
+      amounts,
+      set,
+      persisted,
+      releaseAt,
+      sameNext: undefined,
+    };
     this.#pending++;
     if (releaseAt > 0) {
       this.#aside.push(item);
@@ -808,7 +887,7 @@ export class RequestQueue<R> {
       served: 0,
     };
     this.#sets.set(key, set);
-    if (this.#order !== "priority") {
+    if (!this.#oneSet) {
       for (const s of scopes) {
         const sets = this.#byScope.get(s);
         if (sets === undefined) this.#byScope.set(s, new Set([set]));
@@ -835,7 +914,7 @@ export class RequestQueue<R> {
     set.headPriority = head.priority;
     set.headStart = head.start;
     set.headSeq = head.seq;
-    if (this.#order !== "priority") {
+    if (!this.#staticView) {
       set.load = this.#view.load(set.scopes);
       if (this.#order === "throttling-aware") {
         set.share = this.#view.quotaShare(set.scopes, head.amounts);
@@ -952,15 +1031,29 @@ export class RequestQueue<R> {
   // ---- job directory ------------------------------------------------------
 
   #resume(pending: readonly JobDirEntry[]): void {
+    const custom = this.#scopesOf !== undefined;
+    const scoped = !this.#oneSet;
     for (const e of pending) {
       let r: R;
-      let rs: RequestScopes = { scopes: [] };
+      let key: string | undefined;
+      let scopes: readonly string[] | undefined;
+      let amounts: readonly (number | undefined)[] | undefined;
       try {
         r = this.#deserialize(e.data);
-        if (this.#order !== "priority") {
-          rs = this.#scopesOf
-            ? this.#scopesOf(r)
-            : scopesFromMeta(r) ?? { scopes: [hostOf(r, parseRequestUrl(r))] };
+        const stored = e.scopes;
+        if (!scoped) {
+          // no scopes
+        } else if (stored !== undefined && !custom) {
+          // Written at enqueue: no URL to parse again.
+          if (typeof stored === "string") key = stored;
+          else scopes = stored;
+        } else {
+          const rs = custom ? this.#customScopes(r) : scopesFromMeta(r);
+          if (rs === undefined) key = hostOf(r, parseRequestUrl(r));
+          else {
+            scopes = rs.scopes;
+            amounts = rs.amounts;
+          }
         }
       } catch (err) {
         this.#warn(
@@ -976,8 +1069,9 @@ export class RequestQueue<R> {
         e.priority,
         e.start,
         e.fingerprint,
-        rs.scopes,
-        rs.amounts,
+        key,
+        scopes,
+        amounts,
         true,
         requestMeta(r),
       );
@@ -990,17 +1084,25 @@ export class RequestQueue<R> {
     const live: Item<R>[] = [];
     for (const set of this.#sets.values()) for (const item of set.buckets) live.push(item);
     for (const item of this.#aside.values()) live.push(item);
-    for (const list of this.#inFlight.values()) for (const item of list) live.push(item);
+    for (const first of this.#inFlight.values()) {
+      for (let item: Item<R> | undefined = first; item !== undefined; item = item.sameNext) {
+        live.push(item);
+      }
+    }
     live.sort((a, b) => a.seq - b.seq);
     const liveFps = new Set<string>();
     for (const item of live) if (item.fp !== undefined) liveFps.add(item.fp);
     const seen = this.#seen;
+    const keepScopes = this.#scopesOf === undefined && !this.#oneSet;
     const serialize = (item: Item<R>): JobDirEntry => ({
       seq: item.seq,
       start: item.start,
       priority: item.priority,
       fingerprint: item.fp,
       data: this.#serializeSafe(item.r),
+      scopes: keepScopes && item.amounts === undefined
+        ? (item.set.scopes.length === 1 ? item.set.key : item.set.scopes)
+        : undefined,
     });
     jd.compact(
       (function* () {
@@ -1032,6 +1134,24 @@ export class RequestQueue<R> {
 }
 
 // ---- helpers ----------------------------------------------------------------
+
+/** The default `scopesOf` from a view that resolves scopes itself (a throttler). */
+function viewScopesOf<R>(view: QueueThrottleView): ((request: R) => RequestScopes) | undefined {
+  const resolve = view.resolveScopes as
+    | ((request: R) => ViewScopes | PromiseLike<ViewScopes>)
+    | undefined;
+  if (resolve === undefined || view.usesDefaultScopes === true) return undefined;
+  return (request) => {
+    const s = resolve.call(view, request);
+    if (typeof (s as PromiseLike<ViewScopes>).then === "function") {
+      // The gate resolves (and reports a failure) itself.
+      (s as PromiseLike<ViewScopes>).then(undefined, () => {});
+      return defaultScopesOf(request);
+    }
+    const v = s as ViewScopes;
+    return v.amounts === undefined ? { scopes: v.names } : { scopes: v.names, amounts: v.amounts };
+  };
+}
 
 function parseRequestUrl(request: unknown): URL {
   const url = requestUrl(request);

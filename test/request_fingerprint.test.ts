@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { canonicalUrl, requestFingerprint } from "../lib/request_fingerprint.ts";
+import { canonicalHostFast, canonicalUrl, requestFingerprint } from "../lib/request_fingerprint.ts";
 
 describe("canonicalUrl", () => {
   it("canonicalUrl() lower-cases scheme and host, drops the default port and the fragment, sorts the query", () => {
@@ -70,5 +70,56 @@ describe("requestFingerprint", () => {
           .toBe(requestFingerprint(`https://h.example/p?${q(args)}`));
       }),
     );
+  });
+});
+
+describe("canonicalHostFast", () => {
+  it("canonicalHostFast() accepts only URLs the parser leaves unchanged, and returns their host", () => {
+    const chars = fc.constantFrom(..."aZ09-._~!$&'()*+,;=:@/%?#.\"<>^`{}|\\ é2eE".split(""));
+    const host = fc.constantFrom(
+      "a.example",
+      "A.example",
+      "x",
+      "1.2.3.4",
+      "a.1",
+      "0x1.a",
+      "a.0x1",
+      "xn--nxasmq6b.com",
+      "a..b",
+      "a.",
+      "_a.b",
+      "-a.b",
+      "a-b.c",
+      "a.b:80",
+      "a.b:443",
+      "a.b:8080",
+      "a.b:0",
+      "a.b:08",
+      "a.b:99999",
+      "u@a.b",
+      "a.b:",
+    );
+    fc.assert(
+      fc.property(
+        fc.constantFrom("http://", "https://", "HTTP://", "ftp://"),
+        host,
+        fc.string({ unit: chars, maxLength: 12 }),
+        (scheme, h, tail) => {
+          const url = scheme + h + tail;
+          const fast = canonicalHostFast(url);
+          if (fast === undefined) return;
+          const u = new URL(url);
+          expect([u.href, canonicalUrl(url), u.host]).toEqual([url, url, fast]);
+        },
+      ),
+      { numRuns: 10_000 },
+    );
+  });
+
+  it("canonicalHostFast() takes the common crawl URL without parsing", () => {
+    expect(canonicalHostFast("https://s1.example/p/1")).toBe("s1.example");
+    expect(canonicalHostFast("http://127.0.0.1:8080/a?x=1")).toBe(undefined); // IPv4: parsed
+    expect(canonicalHostFast("http://localhost:8080/a?x=1")).toBe("localhost:8080");
+    expect(canonicalHostFast("https://a.example/x#top")).toBe(undefined);
   });
 });
