@@ -120,6 +120,19 @@ export class Throttler<R = unknown> {
   /** Every throttling event, as it happens. */
   readonly events$: Observable<ThrottleEvent> = this.#events.asObservable();
 
+  readonly #changes = new Subject<readonly string[]>();
+  /** Scopes changed since the last `changes$` emission; only kept while observed. */
+  #changedScopes: Set<string> | undefined;
+
+  /**
+   * The names of the scopes whose state changed (a send, a completion,
+   * backoff, recovery, a setting), batched: one array per pass of the
+   * throttler's dispatch loop, emitted when the loop is done, so a listener
+   * may submit requests from there. Costs nothing while nobody listens. The
+   * request queue wakes on it (a `Throttler` is a `QueueThrottleView`).
+   */
+  readonly changes$: Observable<readonly string[]> = this.#changes.asObservable();
+
   constructor(settings: ThrottlerSettings, options: ThrottlerOptions<R> = {}) {
     this.settings = settings;
     this.scheduler = options.scheduler ?? asyncScheduler;
@@ -299,6 +312,7 @@ export class Throttler<R = unknown> {
       }
     }
     this.#changed(scope, entry, now);
+    this.#flushChanges();
   }
 
   /** Correct a scope's quota use (the reference's `reconcile_quota`). */
@@ -307,6 +321,7 @@ export class Throttler<R = unknown> {
     const now = this.scheduler.now();
     entry.manager.reconcileQuota(now, reconciliation);
     this.#changed(scope, entry, now);
+    this.#flushChanges();
   }
 
   /** Replace a scope's configured delay (robots.txt Crawl-delay, a user's decision). */
@@ -314,6 +329,7 @@ export class Throttler<R = unknown> {
     const entry = this.#entry(scope);
     entry.manager.setBaseDelay(delayMs);
     this.#changed(scope, entry, this.scheduler.now());
+    this.#flushChanges();
   }
 
   /** Replace a scope's concurrency limit. */
@@ -321,6 +337,7 @@ export class Throttler<R = unknown> {
     const entry = this.#entry(scope);
     entry.manager.setConcurrency(concurrency);
     this.#changed(scope, entry, this.scheduler.now());
+    this.#flushChanges();
   }
 
   /**
@@ -351,6 +368,7 @@ export class Throttler<R = unknown> {
         this.#changed(scope, entry, now);
       }
     }
+    this.#flushChanges();
     return () => {
       const i = this.#rampupRules.indexOf(rule);
       if (i >= 0) this.#rampupRules.splice(i, 1);
@@ -403,6 +421,34 @@ export class Throttler<R = unknown> {
     return wait;
   }
 
+  /**
+   * The share (0..1) of its scopes' remaining quota a request with these
+   * amounts would use, the largest over its scopes; 0 when no scope has a
+   * quota (the request queue prefers larger shares on ties).
+   */
+  quotaShare(scopes: readonly string[], amounts?: readonly (number | undefined)[]): number {
+    let share = 0;
+    const now = this.scheduler.now();
+    for (let i = 0; i < scopes.length; i++) {
+      const entry = this.#entries.get(scopes[i]!);
+      const quota = entry?.manager.state?.(now).quota;
+      if (quota === undefined) continue;
+      const left = quota.limit - quota.used;
+      const s = left > 0 ? Math.min(1, (amounts?.[i] ?? 1) / left) : 1;
+      if (s > share) share = s;
+    }
+    return share;
+  }
+
+  /**
+   * Whether `resolveScopes` gives what the request queue works out by itself
+   * (`meta.throttlingScopes`, else the URL's host): no `getScopes`, no per-IP
+   * scopes. The queue then keeps its faster default.
+   */
+  get usesDefaultScopes(): boolean {
+    return this.#getScopes === undefined && this.settings.concurrentRequestsPerIp === 0;
+  }
+
   /** Requests in flight across these scopes (for least-loaded ordering). */
   load(scopes: readonly string[]): number {
     let n = 0;
@@ -430,6 +476,7 @@ export class Throttler<R = unknown> {
         );
       }
     }
+    this.#flushChanges();
   }
 
   /** @internal A started request settled: free its slot in every scope. */
@@ -638,6 +685,7 @@ export class Throttler<R = unknown> {
     } finally {
       this.#draining = false;
     }
+    this.#flushChanges();
   }
 
   #armTimer(scope: string, entry: ScopeEntry, at: number): void {
@@ -786,6 +834,7 @@ export class Throttler<R = unknown> {
 
   /** Tell watchers; keep a wake-up timer for changes the manager makes by itself. */
   #changed(scope: string, entry: ScopeEntry, now: number): void {
+    if (this.#changes.observed) (this.#changedScopes ??= new Set()).add(scope);
     if (this.#allWatchers.size > 0 || this.#watchers.size > 0) {
       const set = this.#watchers.get(scope);
       if (set !== undefined || this.#allWatchers.size > 0) {
@@ -822,6 +871,14 @@ export class Throttler<R = unknown> {
       this.#dirty.push(scope);
       this.#drain();
     }, Math.max(0, at - now));
+  }
+
+  /** Emit the scopes changed since the last time, unless the dispatch loop is still running. */
+  #flushChanges(): void {
+    const changed = this.#changedScopes;
+    if (changed === undefined || this.#draining) return;
+    this.#changedScopes = undefined;
+    this.#changes.next([...changed]);
   }
 
   #attach(): void {
