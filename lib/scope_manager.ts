@@ -52,6 +52,8 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   /** Start of the quiet window that recovery is counting. */
   #quietSince = 0;
   #holdUntil = 0;
+  /** When the last exponential backoff step was taken. */
+  #lastStepAt = -Infinity;
   #nextSendAt = 0;
   #lastActivity = 0;
   // Quota of the current fixed window (NaN: no window open).
@@ -160,9 +162,14 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       return;
     }
     if (b.windowMs === 0) return; // instant recovery: only the hold remains
+    // A request sent before the last step was already on its way when the
+    // scope slowed down: its 429 reports the same overload, not a new one (as
+    // TCP cuts its window once per loss event, not once per lost segment).
+    if (signal.sentAt !== undefined && signal.sentAt < this.#lastStepAt) return;
     this.#delayMs = Math.min(b.maxDelayMs, Math.max(b.minDelayMs, this.#delayMs * b.delayFactor));
     this.#level++;
     this.#quietSince = now;
+    this.#lastStepAt = now;
     // The next send was timed with the old delay when the last request went
     // out; without this a request slips through right after a 429.
     const next = now + this.#jittered(this.#delayMs);

@@ -18,6 +18,12 @@ export interface BackoffSignal {
   readonly uncapped?: boolean;
   /** Why the trigger happened, for events and logs (e.g. `"status 429"`). */
   readonly cause?: string;
+  /**
+   * When the request whose outcome is the trigger was sent. A request sent
+   * before the scope's last backoff step reports the overload that step
+   * answered: the default manager takes no further step for it.
+   */
+  readonly sentAt?: number;
 }
 
 /** How a request settled, for managers that learn from latency. */

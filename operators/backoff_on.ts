@@ -158,8 +158,8 @@ export function backoffOn<R, T>(
         throttler.recordBackoff(
           scope,
           b.holdMs === undefined
-            ? { cause: b.cause ?? "trigger" }
-            : { holdMs: b.holdMs, cause: b.cause ?? "trigger" },
+            ? { cause: b.cause ?? "trigger", sentAt: outcome.sentAt }
+            : { holdMs: b.holdMs, cause: b.cause ?? "trigger", sentAt: outcome.sentAt },
           b.holdSource ?? "retry-after",
         );
       }

@@ -48,6 +48,31 @@ describe("backoff arithmetic (ThrottlingScopeManager)", () => {
     ]);
   });
 
+  it("recordBackoff() takes one step per overload: a request sent before the last step adds none", () => {
+    const m = manager({ backoff: { jitter: 0 } });
+    // Eight requests went out at t = 0..7; the first 429 arrives at t = 50.
+    m.recordBackoff(50, { sentAt: 0 });
+    const after = (now: number, sentAt: number) => {
+      m.recordBackoff(now, { sentAt });
+      const s = m.state(now);
+      return [now, sentAt, s.delayMs, s.backoffLevel];
+    };
+    expect([
+      after(51, 1), // in flight when the scope slowed down: same overload
+      after(52, 7),
+      after(1_100, 1_050), // sent after the step: a new trigger
+      after(1_101, 1_040), // sent before that second step
+    ]).toEqual([
+      [51, 1, 1_000, 1],
+      [52, 7, 1_000, 1],
+      [1_100, 1_050, 2_000, 2],
+      [1_101, 1_040, 2_000, 2],
+    ]);
+    // Without a send time (delayScope, a custom caller) every trigger counts.
+    m.recordBackoff(1_200);
+    expect(m.state(1_200).backoffLevel).toBe(3);
+  });
+
   it("recordBackoff() multiplies a base delay by the factor and recovery never goes below it", () => {
     const m = manager({ downloadDelayMs: 3_000, backoff: { jitter: 0 } });
     expect(series(m, 3)).toEqual([[6_000, 1], [12_000, 2], [24_000, 3]]);
