@@ -27,6 +27,7 @@ import type { ThrottleEvent } from "./events.ts";
 import { BinaryHeap } from "./_binary_heap.ts";
 import { PriorityBuckets } from "./_priority_buckets.ts";
 import { JobDir, type JobDirEntry } from "./job_dir.ts";
+import { markRequestDelayed } from "./_request_delay.ts";
 import { requestMeta, requestPriority, requestUrl, type ScopesInput } from "./request.ts";
 import {
   canonicalHostFast,
@@ -956,6 +957,8 @@ export class RequestQueue<R> {
       i = this.#aside.peek()
     ) {
       this.#aside.pop();
+      // The gate must not wait the same delay again.
+      markRequestDelayed(i.r);
       this.#insert(i);
     }
   }

@@ -18,6 +18,7 @@ import { requestMeta } from "../lib/request.ts";
 import type { RequestScopes } from "../lib/scopes.ts";
 import type { GateTicket, Throttler } from "../lib/throttler.ts";
 import { RESUBMIT, type Resubmit } from "../lib/_resubmit.ts";
+import { takeRequestDelayed } from "../lib/_request_delay.ts";
 
 /** What a download function is given besides the request. */
 export interface DownloadContext {
@@ -141,7 +142,8 @@ class Gate<R, T> {
         );
         return;
       }
-      delay = requested ?? 0;
+      // A request the request queue held aside for this delay waits it once only.
+      delay = takeRequestDelayed(request) ? 0 : (requested ?? 0);
     }
     if (scopes instanceof Promise) {
       scopes.then(
@@ -158,7 +160,7 @@ class Gate<R, T> {
   #afterDelay(request: R, attempt: number, scopes: RequestScopes, delay: number): void {
     if (this.closed) return;
     if (!(delay > 0)) {
-      this.throttler.submit(new Flight(this, request, attempt, scopes));
+      this.throttler.submit(new Ticket(this, request, attempt, scopes));
       return;
     }
     const throttler = this.throttler;
@@ -173,7 +175,7 @@ class Gate<R, T> {
     }
     const timer = throttler.scheduler.schedule(() => {
       this.timers.delete(timer);
-      if (!this.closed) throttler.submit(new Flight(this, request, attempt, scopes));
+      if (!this.closed) throttler.submit(new Ticket(this, request, attempt, scopes));
     }, delay);
     this.timers.add(timer);
   }
@@ -227,15 +229,41 @@ class Gate<R, T> {
   }
 }
 
-/** One request through the gate: its ticket while it waits, then its download. */
-class Flight<R, T> implements GateTicket, DownloadContext {
+/**
+ * A request waiting at the gate. Kept to five fields: a long backlog of
+ * waiting requests costs little more than the requests themselves; what a
+ * download needs is allocated when it starts.
+ */
+class Ticket<R, T> implements GateTicket {
+  readonly gate: Gate<R, T>;
+  readonly request: R;
+  readonly attempt: number;
+  readonly claims: RequestScopes;
+  cancelled = false;
+
+  constructor(gate: Gate<R, T>, request: R, attempt: number, claims: RequestScopes) {
+    this.gate = gate;
+    this.request = request;
+    this.attempt = attempt;
+    this.claims = claims;
+  }
+
+  get owner(): object {
+    return this.gate;
+  }
+
+  start(): void {
+    new Flight(this.gate, this.request, this.attempt, this.claims).start();
+  }
+}
+
+/** One request being downloaded. */
+class Flight<R, T> implements DownloadContext {
   readonly gate: Gate<R, T>;
   readonly request: R;
   readonly attempt: number;
   readonly scopes: readonly string[];
   readonly claims: RequestScopes;
-  readonly owner: object;
-  cancelled = false;
   settled = false;
   sentAt = 0;
   controller: AbortController | undefined;
@@ -245,7 +273,6 @@ class Flight<R, T> implements GateTicket, DownloadContext {
 
   constructor(gate: Gate<R, T>, request: R, attempt: number, claims: RequestScopes) {
     this.gate = gate;
-    this.owner = gate;
     this.request = request;
     this.attempt = attempt;
     this.claims = claims;
