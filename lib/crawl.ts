@@ -1,0 +1,134 @@
+/**
+ * `crawl`: the feedback loop of a crawler in one call. Requests leave the
+ * request queue when the throttler can take them, go through the gate
+ * (`throttleByScope`) and `backoffOn`, and each final outcome may lead to new
+ * requests (`discover`), which go back into the queue.
+ *
+ * @module
+ */
+import { identity, Observable, type OperatorFunction } from "rxjs";
+import type { Outcome } from "./outcome.ts";
+import { InvalidRequestError, type RequestQueue } from "./request_queue.ts";
+import type { Throttler } from "./throttler.ts";
+import { type DownloadFn, throttleByScope } from "../operators/throttle_by_scope.ts";
+import { backoffOn, type BackoffOnOptions } from "../operators/backoff_on.ts";
+
+/** What `discover` may return: requests, now or later. */
+export type Discovered<R> = Iterable<R> | PromiseLike<Iterable<R> | undefined> | undefined;
+
+/** Options of {@link crawl}. */
+export interface CrawlOptions<R, T> {
+  /** The throttler of the gate. Create the queue with `view: throttler` so both agree. */
+  readonly throttler: Throttler<R>;
+  /** The request queue: start requests, priorities, dedupe, job directory. */
+  readonly queue: RequestQueue<R>;
+  /** Downloads one request (gets an AbortSignal, the attempt and the scopes). */
+  readonly download: DownloadFn<R, T>;
+  /**
+   * The requests a final outcome leads to (the links of a page). They are
+   * enqueued before the outcome's request is marked done, so a job directory
+   * never records a page as done without its links. Requests the queue
+   * refuses (a malformed URL) are counted in its `rejected` stat and skipped.
+   * @default none: only the start requests are fetched
+   */
+  readonly discover?: (outcome: Outcome<R, T>) => Discovered<R>;
+  /** Options of `backoffOn`, or `false` for no backoff and no retries. @default {} */
+  readonly backoff?: BackoffOnOptions<R, T> | false;
+}
+
+/**
+ * Runs a crawl: queue → `throttleByScope` → `backoffOn` → `discover` → queue.
+ *
+ * Emits every final outcome (after retries) and completes when the queue is
+ * empty and nothing is in flight. Unsubscribing stops everything: downloads
+ * in flight are aborted and stay pending in the queue, so with a job
+ * directory the crawl resumes from there (call `queue.close()` for a clean,
+ * compacted stop). An error thrown by `discover`, or from the queue's start
+ * requests, ends the crawl with that error.
+ *
+ * @param options The throttler, the queue, the download function, `discover`, backoff options.
+ * @returns The outcomes, one per request.
+ * @example Follow links on one site
+ * ```ts
+ * import { createThrottler } from "./throttler.ts";
+ * import { RequestQueue } from "./request_queue.ts";
+ * import { crawl } from "./crawl.ts";
+ * const throttler = createThrottler({ downloadDelayMs: 100 });
+ * const queue = new RequestQueue<string>({ view: throttler, start: ["https://example.com/"] });
+ * crawl({
+ *   throttler,
+ *   queue,
+ *   download: (url, { signal }) => fetch(url, { signal }).then((r) => r.text()),
+ *   discover: (o) => o.kind === "response" ? links(o.response, o.request) : [],
+ * }).subscribe((o) => console.log(o.kind, o.request));
+ * ```
+ */
+export function crawl<R, T>(options: CrawlOptions<R, T>): Observable<Outcome<R, T>> {
+  const { throttler, queue, download, discover } = options;
+  const backoff: OperatorFunction<Outcome<R, T>, Outcome<R, T>> = options.backoff === false
+    ? identity
+    : backoffOn(throttler, options.backoff ?? {});
+  return new Observable<Outcome<R, T>>((subscriber) => {
+    let closed = false;
+    const enqueueAll = (requests: Iterable<R> | undefined): void => {
+      if (requests === undefined) return;
+      for (const r of requests) {
+        try {
+          queue.enqueue(r);
+        } catch (error) {
+          if (!(error instanceof InvalidRequestError)) throw error;
+        }
+      }
+    };
+    const fail = (error: unknown): void => {
+      if (closed) return;
+      closed = true;
+      subscriber.error(error);
+    };
+    const finish = (outcome: Outcome<R, T>, found: Iterable<R> | undefined): void => {
+      if (closed) return;
+      try {
+        enqueueAll(found);
+        // After the children: the queue may complete, or record the
+        // completion in its job directory, only once they are in.
+        queue.markDone(outcome.request);
+      } catch (error) {
+        fail(error);
+      }
+    };
+    const subscription = queue.requests$.pipe(throttleByScope(throttler, download), backoff)
+      .subscribe({
+        next: (outcome) => {
+          subscriber.next(outcome);
+          if (closed || subscriber.closed) return;
+          let found: Discovered<R>;
+          try {
+            found = discover?.(outcome);
+          } catch (error) {
+            fail(error);
+            return;
+          }
+          if (isPromiseLike(found)) {
+            found.then((f) => finish(outcome, f), fail);
+          } else {
+            finish(outcome, found);
+          }
+        },
+        error: fail,
+        complete: () => {
+          if (closed) return;
+          closed = true;
+          subscriber.complete();
+        },
+      });
+    return () => {
+      closed = true;
+      subscription.unsubscribe();
+    };
+  });
+}
+
+function isPromiseLike<T>(value: unknown): value is PromiseLike<T> {
+  return typeof value === "object" && value !== null &&
+    typeof (value as { then?: unknown }).then === "function";
+}
