@@ -10,6 +10,7 @@ import {
   type RequestQueueStats,
 } from "../lib/request_queue.ts";
 import type { RequestObject } from "../lib/request.ts";
+import { createThrottler } from "../lib/throttler.ts";
 
 /**
  * A stand-in for the throttler: per-scope "blocked until" times, per-scope
@@ -434,5 +435,42 @@ describe("RequestQueue lifecycle and stats", () => {
       ts.schedule(() => sub.unsubscribe(), 50);
       ts.schedule(() => expect(out).toEqual([]), 200);
     });
+  });
+});
+
+describe("RequestQueue with a Throttler as its view", () => {
+  it("RequestQueue takes a Throttler as view and its getScopes as the default scopesOf", () => {
+    const scheduler = new TestScheduler(() => {});
+    const throttler = createThrottler<string>({}, {
+      scheduler,
+      getScopes: (url) => (url.includes("/api/") ? "api" : "site"),
+    });
+    expect(throttler.usesDefaultScopes).toBe(false);
+    throttler.delayScope("api", 1000);
+    const queue = new RequestQueue<string>({
+      view: throttler,
+      scheduler,
+      start: ["https://a.example/api/1", "https://a.example/page"],
+    });
+    const out: string[] = [];
+    queue.requests$.subscribe((u) => out.push(u));
+    // Held by the "api" scope the throttler gives it, not by its host.
+    expect(out).toEqual(["https://a.example/page"]);
+    expect(queue.stats().blocked).toBe(1);
+    scheduler.flush();
+    expect(out).toEqual(["https://a.example/page", "https://a.example/api/1"]);
+  });
+
+  it("Throttler.changes$ names the changed scopes once per dispatch loop, and only while observed", () => {
+    const throttler = createThrottler<string>({});
+    const seen: (readonly string[])[] = [];
+    const sub = throttler.changes$.subscribe((names) => seen.push(names));
+    throttler.setConcurrency("a.example", 2);
+    throttler.recordBackoff("b.example");
+    expect(seen).toEqual([["a.example"], ["b.example"]]);
+    sub.unsubscribe();
+    throttler.setConcurrency("a.example", 3);
+    expect(seen).toHaveLength(2);
+    expect(throttler.quotaShare(["a.example"], undefined)).toBe(0);
   });
 });
