@@ -8,7 +8,8 @@
  */
 import { identity, Observable, type OperatorFunction } from "rxjs";
 import type { Outcome } from "./outcome.ts";
-import { InvalidRequestError, type RequestQueue } from "./request_queue.ts";
+import { InvalidRequestError } from "./download_errors.ts";
+import type { RequestQueue } from "./request_queue.ts";
 import type { Throttler } from "./throttler.ts";
 import { type DownloadFn, throttleByScope } from "../operators/throttle_by_scope.ts";
 import { backoffOn, type BackoffOnOptions } from "../operators/backoff_on.ts";

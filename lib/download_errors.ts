@@ -127,14 +127,20 @@ export class InvalidRequestError extends TypeError {
   override readonly name: string = "InvalidRequestError";
   /** The request as it was given. */
   readonly input: unknown;
+  /** The part of the request that was wrong (`"url"`, `"scopes"`, `"meta.throttlingDelayMs"`, ...), when known. */
+  readonly field: string | undefined;
 
   /**
    * @param message What is wrong with the request.
-   * @param options The request as given, and the cause.
+   * @param options The request as given, the field that was wrong, and the cause.
    */
-  constructor(message: string, options: { readonly input: unknown; readonly cause?: unknown }) {
+  constructor(
+    message: string,
+    options: { readonly input: unknown; readonly field?: string; readonly cause?: unknown },
+  ) {
     super(message, errorOptions(options));
     this.input = options.input;
+    this.field = options.field;
   }
 }
 

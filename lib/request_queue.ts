@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { InvalidRequestError } from "./download_errors.ts";
 import {
   asyncScheduler,
   concat,
@@ -83,7 +84,7 @@ export interface ViewScopes {
 }
 
 /** A request's scopes and, per scope, the quota amount it consumes. */
-export interface RequestScopes {
+export interface QueueScopes {
   readonly scopes: readonly string[];
   readonly amounts?: readonly (number | undefined)[];
 }
@@ -103,7 +104,7 @@ export interface RequestQueueOptions<R> {
    */
   readonly view?: QueueThrottleView;
   /** A request's scopes. @default {@link defaultScopesOf} */
-  readonly scopesOf?: (request: R) => RequestScopes;
+  readonly scopesOf?: (request: R) => QueueScopes;
   /**
    * `"throttling-aware"`: among scope sets the view lets through, higher priority
    * first, then least loaded, then larger quota share. `"downloader-aware"`:
@@ -180,19 +181,19 @@ export interface RequestQueueStats {
   readonly blocked: number;
 }
 
-/** A request refused at enqueue; `field` names what was wrong. */
-export class InvalidRequestError extends TypeError {
-  /** The field that was wrong: `"url"`, `"scopes"` or `"fingerprint"`. */
-  readonly field: string;
-  /** The request. */
-  readonly request: unknown;
-
-  constructor(field: string, request: unknown, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "InvalidRequestError";
-    this.field = field;
-    this.request = request;
-  }
+/** A request refused at enqueue, as the `InvalidRequestError` of `download_errors.ts` with its `field`. */
+function invalidRequest(
+  field: string,
+  request: unknown,
+  message: string,
+  options?: { cause?: unknown },
+): InvalidRequestError {
+  return new InvalidRequestError(
+    message,
+    options?.cause === undefined
+      ? { input: request, field }
+      : { input: request, field, cause: options.cause },
+  );
 }
 
 /**
@@ -204,7 +205,7 @@ export class InvalidRequestError extends TypeError {
  * @returns Its scopes and quota amounts.
  * @throws {InvalidRequestError} When it has no scopes and no usable URL.
  */
-export function defaultScopesOf(request: unknown): RequestScopes {
+export function defaultScopesOf(request: unknown): QueueScopes {
   return scopesFromMeta(request) ?? { scopes: [hostOf(request, parseRequestUrl(request))] };
 }
 
@@ -288,7 +289,7 @@ export class RequestQueue<R> {
   readonly warnings$: Observable<QueueWarning>;
 
   readonly #view: QueueThrottleView;
-  readonly #scopesOf: ((request: R) => RequestScopes) | undefined;
+  readonly #scopesOf: ((request: R) => QueueScopes) | undefined;
   readonly #order: RequestQueueOrder;
   readonly #fifo: boolean;
   readonly #depthPriority: number;
@@ -436,12 +437,12 @@ export class RequestQueue<R> {
     }
   }
 
-  #customScopes(request: R): RequestScopes {
+  #customScopes(request: R): QueueScopes {
     try {
-      return (this.#scopesOf as (request: R) => RequestScopes)(request);
+      return (this.#scopesOf as (request: R) => QueueScopes)(request);
     } catch (e) {
       if (e instanceof InvalidRequestError) throw e;
-      throw new InvalidRequestError(
+      throw invalidRequest(
         "scopes",
         request,
         `Cannot enqueue request as its scopes failed: ${String(e)}`,
@@ -456,7 +457,7 @@ export class RequestQueue<R> {
     try {
       return (this.#fingerprint as (request: R) => string)(request);
     } catch (e) {
-      throw new InvalidRequestError(
+      throw invalidRequest(
         "fingerprint",
         request,
         `Cannot enqueue request as its fingerprint failed: ${String(e)}`,
@@ -512,7 +513,7 @@ export class RequestQueue<R> {
             scopes = rs.scopes;
             amounts = rs.amounts;
             if (scopes.length === 0) {
-              throw new InvalidRequestError(
+              throw invalidRequest(
                 "scopes",
                 request,
                 "Cannot enqueue request as it has no scopes: current value is []",
@@ -1139,7 +1140,7 @@ export class RequestQueue<R> {
 // ---- helpers ----------------------------------------------------------------
 
 /** The default `scopesOf` from a view that resolves scopes itself (a throttler). */
-function viewScopesOf<R>(view: QueueThrottleView): ((request: R) => RequestScopes) | undefined {
+function viewScopesOf<R>(view: QueueThrottleView): ((request: R) => QueueScopes) | undefined {
   const resolve = view.resolveScopes as
     | ((request: R) => ViewScopes | PromiseLike<ViewScopes>)
     | undefined;
@@ -1159,7 +1160,7 @@ function viewScopesOf<R>(view: QueueThrottleView): ((request: R) => RequestScope
 function parseRequestUrl(request: unknown): URL {
   const url = requestUrl(request);
   if (url === undefined || url === "") {
-    throw new InvalidRequestError(
+    throw invalidRequest(
       "url",
       request,
       `Cannot enqueue request as it has no 'url': current value is ${describe(request)}`,
@@ -1168,7 +1169,7 @@ function parseRequestUrl(request: unknown): URL {
   try {
     return parseUrl(url);
   } catch (cause) {
-    throw new InvalidRequestError(
+    throw invalidRequest(
       "url",
       request,
       `Cannot enqueue request as its 'url' is not an absolute URL: current value is ${
@@ -1181,7 +1182,7 @@ function parseRequestUrl(request: unknown): URL {
 
 function hostOf(request: unknown, url: URL): string {
   if (url.host === "") {
-    throw new InvalidRequestError(
+    throw invalidRequest(
       "url",
       request,
       `Cannot enqueue request as its 'url' has no host to use as a scope: current value is ${
@@ -1192,14 +1193,14 @@ function hostOf(request: unknown, url: URL): string {
   return url.host;
 }
 
-function scopesFromMeta(request: unknown): RequestScopes | undefined {
+function scopesFromMeta(request: unknown): QueueScopes | undefined {
   const input: ScopesInput | undefined = requestMeta(request)?.throttlingScopes;
   if (input === undefined) return undefined;
   if (typeof input === "string") return { scopes: [input] };
   if (typeof (input as Iterable<string>)[Symbol.iterator] === "function") {
     const scopes = [...(input as Iterable<string>)];
     if (scopes.some((s) => typeof s !== "string")) {
-      throw new InvalidRequestError(
+      throw invalidRequest(
         "scopes",
         request,
         `Cannot enqueue request as 'meta.throttlingScopes' must hold strings: current value is ${

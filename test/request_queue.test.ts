@@ -2,13 +2,13 @@ import { describe, expect, it } from "vitest";
 import { Subject } from "rxjs";
 import { TestScheduler } from "rxjs/testing";
 import {
-  InvalidRequestError,
   type QueueThrottleView,
   type QueueWarning,
   RequestQueue,
   type RequestQueueOptions,
   type RequestQueueStats,
 } from "../lib/request_queue.ts";
+import { InvalidRequestError } from "../lib/download_errors.ts";
 import type { RequestObject } from "../lib/request.ts";
 import { createThrottler } from "../lib/throttler.ts";
 
