@@ -31,3 +31,4 @@ export * from "./lib/job_dir.ts";
 export * from "./lib/crawl.ts";
 export * from "./lib/dns_cache.ts";
 export * from "./lib/robots_txt.ts";
+export * from "./lib/robots_download.ts";
