@@ -70,6 +70,7 @@ export interface GateTicket {
 }
 
 interface ScopeEntry {
+  readonly scope: string;
   readonly manager: ThrottlingScopeManagerProtocol;
   readonly kind: ScopeKind;
   waiting: Deque<GateTicket> | undefined;
@@ -77,6 +78,9 @@ interface ScopeEntry {
   timerAt: number;
   wake: Subscription | undefined;
   wakeAt: number;
+  /** Neighbours in the least-recently-used list (older, newer). */
+  older: ScopeEntry | undefined;
+  newer: ScopeEntry | undefined;
 }
 
 const NO_AMOUNTS: readonly (number | undefined)[] = [];
@@ -110,8 +114,13 @@ export class Throttler<R = unknown> {
   #warnedHeld = false;
   #attached = 0;
   #sinceSweep = 0;
+  /** Ends of the least-recently-used list of scopes. */
+  #oldest: ScopeEntry | undefined;
+  #newest: ScopeEntry | undefined;
   /** The configuration of scopes without their own entry, per kind (it depends on nothing else). */
   readonly #kindConfigs = new Map<ScopeKind, ResolvedScopeConfig>();
+  /** The names of the scopes configured in `settings.scopes`. */
+  readonly #configured: ReadonlySet<string>;
   readonly #warnedOnce = new Set<string>();
   /** Rampup turned on by `enableRampup` for scopes that do not configure it. */
   readonly #rampupRules: {
@@ -137,6 +146,7 @@ export class Throttler<R = unknown> {
 
   constructor(settings: ThrottlerSettings, options: ThrottlerOptions<R> = {}) {
     this.settings = settings;
+    this.#configured = new Set(Object.keys(settings.scopes));
     this.scheduler = options.scheduler ?? asyncScheduler;
     this.#random = options.random ?? Math.random; // injectable default
     this.#getScopes = options.getScopes;
@@ -573,15 +583,10 @@ export class Throttler<R = unknown> {
     const names = ticket.claims.names;
     const amounts = ticket.claims.amounts ?? NO_AMOUNTS;
     this.#active++;
-    // Keep least-recently-used order once eviction by count could matter.
-    const lru = this.settings.scopeLimit > 0 && this.#entries.size > this.settings.scopeLimit >> 1;
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
       const entry = this.#entries.get(scope)!;
-      if (lru) {
-        this.#entries.delete(scope);
-        this.#entries.set(scope, entry);
-      }
+      this.#touch(entry);
       entry.manager.recordSent(now, amounts[i]);
       if (amounts[i] === undefined) this.#checkQuotaAmounts(scope, entry.manager);
       this.#changed(scope, entry, now);
@@ -727,6 +732,7 @@ export class Throttler<R = unknown> {
       ? factory({ scope, config, random: this.#random })
       : new ThrottlingScopeManager({ scope, config, random: this.#random });
     entry = {
+      scope,
       manager,
       kind,
       waiting: undefined,
@@ -734,8 +740,13 @@ export class Throttler<R = unknown> {
       timerAt: Infinity,
       wake: undefined,
       wakeAt: Infinity,
+      older: this.#newest,
+      newer: undefined,
     };
     this.#entries.set(scope, entry);
+    if (this.#newest !== undefined) this.#newest.newer = entry;
+    else this.#oldest = entry;
+    this.#newest = entry;
     if (this.#events.observed) {
       this.#emit({ type: "scope-created", at: this.scheduler.now(), scope });
     }
@@ -749,10 +760,14 @@ export class Throttler<R = unknown> {
    * third of the cost of creating a scope in bench/broad.bench.ts).
    */
   #resolveConfig(scope: string, kind: ScopeKind): ResolvedScopeConfig {
-    const own = this.settings.scopes;
-    const colon = kind === "domain" ? scope.lastIndexOf(":") : -1;
-    if (own[scope] !== undefined || (colon > 0 && own[scope.slice(0, colon)] !== undefined)) {
-      return resolveScopeConfig(this.settings, scope, kind);
+    // A Map, not the settings object: looking a fresh string up as a property
+    // name interns it first, which cost more than the rest of creating a scope.
+    const own = this.#configured;
+    if (own.size > 0) {
+      const colon = kind === "domain" ? scope.lastIndexOf(":") : -1;
+      if (own.has(scope) || (colon > 0 && own.has(scope.slice(0, colon)))) {
+        return resolveScopeConfig(this.settings, scope, kind);
+      }
     }
     let config = this.#kindConfigs.get(kind);
     if (config === undefined) {
@@ -763,9 +778,11 @@ export class Throttler<R = unknown> {
 
   /**
    * Evict idle scopes, least recently used first: over the count limit, and
-   * those idle longer than `scopeMaxIdleMs`. Busy scopes met on the way move
-   * to the back, so a sweep looks at a bounded number of entries and the cost
-   * stays O(1) amortised per request.
+   * those idle longer than `scopeMaxIdleMs`. Scopes are kept in a doubly
+   * linked list in order of last use (a send moves a scope to the newest
+   * end), so eviction reads from the oldest end and never scans the store;
+   * busy scopes met on the way move to the newest end, and a sweep looks at a
+   * bounded number of entries: O(1) amortised per request.
    */
   #sweep(): void {
     this.#sinceSweep = 0;
@@ -775,31 +792,48 @@ export class Throttler<R = unknown> {
     const now = this.scheduler.now();
     let over = limit > 0 ? this.#entries.size - limit : 0;
     let budget = 64 + Math.max(0, over) * 2;
-    // The map is in least-recently-used order only while #start keeps it so
-    // (same condition as there); otherwise it is in creation order.
-    const lruOrdered = limit > 0 && this.#entries.size > limit >> 1;
-    for (const [scope, entry] of this.#entries) {
-      if (budget-- <= 0) break;
+    let entry = this.#oldest;
+    while (entry !== undefined && budget-- > 0) {
+      const next = entry.newer;
+      const scope = entry.scope;
       const free = (entry.waiting === undefined || entry.waiting.size === 0) &&
         !this.#watchers.has(scope) && entry.manager.isIdle(now, 0);
       if (free && (over > 0 || (maxIdle > 0 && entry.manager.isIdle(now, maxIdle)))) {
         this.#evict(scope, entry, over > 0 ? "limit" : "idle", now);
         over--;
-        continue;
+      } else if (free) {
+        break; // every scope after this one was used more recently still
+      } else {
+        this.#touch(entry);
       }
-      // In LRU order the rest were used more recently still. In creation
-      // order they may be idle for longer: look on, and move this one back so
-      // the next sweep starts past it.
-      if (free && lruOrdered) break;
-      this.#entries.delete(scope);
-      this.#entries.set(scope, entry);
+      entry = next;
     }
+  }
+
+  /** Move a scope to the newest end of the least-recently-used list. */
+  #touch(entry: ScopeEntry): void {
+    if (this.#newest === entry) return;
+    this.#unlink(entry);
+    entry.older = this.#newest;
+    entry.newer = undefined;
+    if (this.#newest !== undefined) this.#newest.newer = entry;
+    else this.#oldest = entry;
+    this.#newest = entry;
+  }
+
+  #unlink(entry: ScopeEntry): void {
+    if (entry.older !== undefined) entry.older.newer = entry.newer;
+    else if (this.#oldest === entry) this.#oldest = entry.newer;
+    if (entry.newer !== undefined) entry.newer.older = entry.older;
+    else if (this.#newest === entry) this.#newest = entry.older;
+    entry.older = entry.newer = undefined;
   }
 
   #evict(scope: string, entry: ScopeEntry, reason: "idle" | "limit", now: number): void {
     this.#clearTimer(entry);
     entry.wake?.unsubscribe();
     this.#entries.delete(scope);
+    this.#unlink(entry);
     this.#stalled.delete(scope);
     if (this.#events.observed) this.#emit({ type: "scope-evicted", at: now, scope, reason });
   }
