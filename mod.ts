@@ -32,3 +32,4 @@ export * from "./lib/crawl.ts";
 export * from "./lib/dns_cache.ts";
 export * from "./lib/robots_txt.ts";
 export * from "./lib/robots_download.ts";
+export * from "./lib/precise_scheduler.ts";

@@ -6,7 +6,8 @@
  *
  * @module
  */
-import { asyncScheduler, Observable, type SchedulerLike, Subject, type Subscription } from "rxjs";
+import { Observable, type SchedulerLike, Subject, type Subscription } from "rxjs";
+import { preciseScheduler } from "./precise_scheduler.ts";
 import { match } from "ts-pattern";
 import { Deque } from "./_deque.ts";
 import type { ThrottleEvent, WaitReason } from "./events.ts";
@@ -40,7 +41,7 @@ import {
 
 /** Options of a throttler besides its settings. */
 export interface ThrottlerOptions<R = unknown> {
-  /** Clock and timers. @default asyncScheduler */
+  /** Clock and timers. @default preciseScheduler (asyncScheduler with a sub-millisecond clock) */
   readonly scheduler?: SchedulerLike;
   /** Uniform random numbers in [0, 1), for jitter. @default Math.random */
   readonly random?: () => number;
@@ -147,7 +148,7 @@ export class Throttler<R = unknown> {
   constructor(settings: ThrottlerSettings, options: ThrottlerOptions<R> = {}) {
     this.settings = settings;
     this.#configured = new Set(Object.keys(settings.scopes));
-    this.scheduler = options.scheduler ?? asyncScheduler;
+    this.scheduler = options.scheduler ?? preciseScheduler;
     this.#random = options.random ?? Math.random; // injectable default
     this.#getScopes = options.getScopes;
     const at = settings.autothrottle;
@@ -579,7 +580,10 @@ export class Throttler<R = unknown> {
     return true;
   }
 
-  #start(ticket: GateTicket, now: number): void {
+  #start(ticket: GateTicket, decidedAt: number): void {
+    // Read the clock again: the send is recorded as close as possible to the
+    // download's start, so "not before" times are measured from the real send.
+    const now = Math.max(decidedAt, this.scheduler.now());
     const names = ticket.claims.names;
     const amounts = ticket.claims.amounts ?? NO_AMOUNTS;
     this.#active++;
