@@ -16,15 +16,14 @@ import process from "node:process";
 import { pathToFileURL } from "node:url";
 import { lastValueFrom, toArray } from "rxjs";
 import {
+  crawl,
   createFetchDownload,
   createThrottler,
   type FetchedResponse,
   hostScope,
   rampup,
+  RequestQueue,
 } from "../mod.ts";
-// `crawl` and `RequestQueue` are not exported by mod.ts yet.
-import { crawl } from "../lib/crawl.ts";
-import { RequestQueue } from "../lib/request_queue.ts";
 import { type Site, startSite } from "../lib/demo/sites.ts";
 
 /** What the crawl found, per site name. */
