@@ -206,6 +206,50 @@ describe("politely crawl", () => {
     30_000,
   );
 
+  it(
+    "politely crawl with ROBOTSTXT_OBEY applies the Crawl-delay and ends a disallowed URL as RobotsTxtDisallowedError",
+    async () => {
+      server = await startRecordingServer((req, res) => {
+        res.writeHead(200, { "content-type": "text/plain", connection: "close" });
+        res.end(
+          req.url === "/robots.txt"
+            ? "User-agent: *\nDisallow: /private\nCrawl-delay: 0.2\n"
+            : "ok",
+        );
+      });
+      const s = server;
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "urls.txt"),
+        [`${s.origin}/a`, `${s.origin}/private`, `${s.origin}/b`, `${s.origin}/c`].join("\n"),
+      );
+      const run = await politely([
+        "crawl",
+        join(dir, "urls.txt"),
+        "--set",
+        "ROBOTSTXT_OBEY=True",
+        "--set",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=8",
+        "--output",
+        join(dir, "out.jsonl"),
+        "--plain",
+      ]);
+      expect(run.code).toBe(0);
+      const out = readLines(join(dir, "out.jsonl"));
+      const denied = out.find((l) => l.url === `${s.origin}/private`);
+      expect(String(denied?.error)).toMatch(/^RobotsTxtDisallowedError: /);
+      expect(s.arrivals.map((a) => a.path).sort()).toEqual(["/a", "/b", "/c", "/robots.txt"]);
+      expect(s.arrivals.filter((a) => a.path === "/robots.txt")).toHaveLength(1);
+      expect(run.stdout).toMatch(/robots\.txt: apply: concurrency 1, delay 200 ms/);
+      // Crawl-delay 0.2 s: the pages arrive one at a time, at least 200 ms apart (lower bound only).
+      const pages = s.arrivals.filter((a) => a.path !== "/robots.txt").map((a) => a.atMs);
+      for (let i = 1; i < pages.length; i++) {
+        expect(pages[i]! - pages[i - 1]!).toBeGreaterThanOrEqual(195);
+      }
+    },
+    30_000,
+  );
+
   it("politely crawl --events writes the throttling events as JSON Lines", async () => {
     const s = await okServer();
     const dir = tempDir();

@@ -8,31 +8,25 @@
  * @module
  */
 import {
-  asapScheduler,
-  asyncScheduler,
   concatMap,
   EMPTY,
   from,
   interval,
-  map,
-  mergeMap,
   type Observable,
-  observeOn,
   of,
   type SchedulerLike,
   Subscription,
 } from "rxjs";
+import { crawl } from "../crawl.ts";
 import type { ThrottleEvent } from "../events.ts";
 import { createFetchDownload, type FetchedResponse } from "../fetch_download.ts";
-import { hostScope } from "../domain_scopes.ts";
 import { type Outcome, outcomeStatus } from "../outcome.ts";
-import { requestMeta, type RequestObject, requestUrl } from "../request.ts";
-import { type QueueThrottleView, RequestQueue } from "../request_queue.ts";
-import { crawlDelayDecision, createRobotsTxtCache, type RobotsTxtCache } from "../robots_txt.ts";
+import { type RequestObject, requestUrl } from "../request.ts";
+import { RequestQueue } from "../request_queue.ts";
+import { obeyRobotsTxt } from "../robots_download.ts";
 import type { ThrottlerSettingsInput } from "../settings.ts";
 import { createThrottler, type Throttler } from "../throttler.ts";
-import { backoffOn } from "../../operators/backoff_on.ts";
-import { type DownloadFn, throttleByScope } from "../../operators/throttle_by_scope.ts";
+import type { DownloadFn } from "../../operators/throttle_by_scope.ts";
 import { CrawlStats } from "./crawl_stats.ts";
 import type { InputLine, InputLineError } from "./input.ts";
 import type { JsonLinesFile } from "./json_lines_file.ts";
@@ -70,7 +64,7 @@ export interface CrawlOptions {
   readonly title?: string;
   /** A line under the live view. */
   readonly note?: string;
-  /** Clock and timers. @default asyncScheduler */
+  /** Clock and timers. @default the throttler's default scheduler */
   readonly scheduler?: SchedulerLike;
   /** The download. @default fetch with the settings' timeout and User-Agent */
   readonly download?: DownloadFn<RequestObject, FetchedResponse>;
@@ -99,16 +93,6 @@ export interface CrawlResult {
   readonly filtered: number;
   /** The throttler, for a last look at its scopes. */
   readonly throttler: Throttler<RequestObject>;
-}
-
-/** A request that robots.txt disallows; it ends as a failed outcome and is not sent. */
-export class RobotsDisallowedError extends Error {
-  override readonly name = "RobotsDisallowedError";
-  readonly url: string;
-  constructor(url: string) {
-    super(`robots.txt disallows ${url}`);
-    this.url = url;
-  }
 }
 
 /**
@@ -157,18 +141,16 @@ function describeError(error: unknown): string {
  * @throws {Error} When the job directory cannot be opened (one line).
  */
 export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
-  const scheduler = options.scheduler ?? asyncScheduler;
   const stderr = options.stderr;
   const stdout = options.stdout;
   const throttler = createThrottler<RequestObject>(options.settings, {
-    scheduler,
+    ...(options.scheduler !== undefined ? { scheduler: options.scheduler } : {}),
     log: (line) => stderr.write(`${line}\n`),
   });
+  const scheduler = throttler.scheduler;
   const settings = throttler.settings;
   const stats = new CrawlStats(scheduler.now());
   const output = options.output;
-  let robotsPending = 0;
-  const robotsApplied = new Set<string>();
 
   const onEvent = (event: ThrottleEvent) => {
     stats.recordEvent(event);
@@ -180,16 +162,6 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
   };
   const eventsSub = throttler.events$.subscribe(onEvent);
 
-  const view: QueueThrottleView = {
-    waitMs: (scopes, amounts) => throttler.waitMs(scopes, amounts),
-    load: (scopes) => throttler.load(scopes),
-    quotaShare: () => 0,
-    freeSlots: () => Math.max(0, throttler.freeSlots() - robotsPending),
-    // Every scope change (a send, a release, backoff, recovery) names its scope.
-    // Deferred to a microtask: the throttler announces a release while it is
-    // still freeing the request's slots, and must not be re-entered from there.
-    changes$: throttler.states$.pipe(map((s) => [s.scope]), observeOn(asapScheduler)),
-  };
   const start$ = from(options.input).pipe(
     concatMap((line): Observable<RequestObject> => {
       if (line.kind === "request") return of(line.request);
@@ -205,7 +177,8 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
   let queue: RequestQueue<RequestObject>;
   try {
     queue = new RequestQueue<RequestObject>({
-      view,
+      // The throttler is the queue's view: both see the same scopes and slots.
+      view: throttler,
       scheduler,
       start: start$,
       order: settings.queue.order,
@@ -222,38 +195,14 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
   }
   const warningsSub = queue.warnings$.subscribe(onEvent);
 
-  const fetchDownload = options.download ??
-    createFetchDownload({ timeoutMs: settings.downloadTimeoutMs, userAgent: settings.userAgent });
-  const robots = settings.robotsTxtObey
-    ? createRobotsTxtCache({
-      fetch: (url, init) => fetch(url, { ...init, headers: { "user-agent": settings.userAgent } }),
-      userAgent: settings.userAgent,
-      scheduler,
-      timeoutMs: settings.downloadTimeoutMs,
-    })
-    : undefined;
-  const download: DownloadFn<RequestObject, FetchedResponse> = robots === undefined
-    ? fetchDownload
-    : (request, context) => {
-      const rules = robots.peek(request.url);
-      if (rules !== undefined && !rules.isAllowed(request.url)) {
-        return Promise.reject(new RobotsDisallowedError(request.url));
-      }
-      return fetchDownload(request, context);
-    };
-  const robotsStep = robots === undefined
-    ? (source: Observable<RequestObject>) => source
-    : (source: Observable<RequestObject>) =>
-      source.pipe(mergeMap((request) => {
-        if (robots.peek(request.url) !== undefined) return of(request);
-        robotsPending++;
-        return from(
-          applyRobots(throttler, robots, request, robotsApplied).then(() => request, () => request)
-            .finally(() => {
-              robotsPending--;
-            }),
-        );
-      }));
+  // robots.txt is read inside the host's first slot (and Crawl-delay set on
+  // its scope) by the library's wrapper; with ROBOTSTXT_OBEY off it is the
+  // download itself.
+  const download = obeyRobotsTxt(
+    throttler,
+    options.download ??
+      createFetchDownload({ timeoutMs: settings.downloadTimeoutMs, userAgent: settings.userAgent }),
+  );
 
   return new Promise<CrawlResult>((resolve) => {
     let stoppedBy: CrawlResult["stoppedBy"];
@@ -356,26 +305,22 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
       });
     };
 
+    const follow = options.follow;
     pipeline.add(
-      queue.requests$.pipe(
-        robotsStep,
-        throttleByScope(throttler, download),
-        backoffOn(throttler),
-      ).subscribe({
+      crawl({
+        throttler,
+        queue,
+        download,
+        ...(follow !== undefined
+          ? { discover: (o: Outcome<RequestObject, FetchedResponse>) => follow(o) }
+          : {}),
+      }).subscribe({
         next: (outcome) => {
-          const status = outcomeStatus(outcome);
           output?.write(outcomeRecord(outcome));
-          stats.recordFinal(status, outcome.kind === "error" || outcome.exhausted === true);
-          if (options.follow !== undefined && outcome.kind === "response") {
-            for (const next of options.follow(outcome)) {
-              try {
-                queue.enqueue(next);
-              } catch {
-                // A link that is not a request (no host, bad scheme) is not followed.
-              }
-            }
-          }
-          queue.markDone(outcome.request);
+          stats.recordFinal(
+            outcomeStatus(outcome),
+            outcome.kind === "error" || outcome.exhausted === true,
+          );
         },
         error: (error: unknown) => {
           stderr.write(`politely: ${describeError(error)}\n`);
@@ -391,43 +336,4 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
 function rank(order: readonly string[], scope: string): number {
   const i = order.indexOf(scope);
   return i < 0 ? order.length : i;
-}
-
-/** Fetch a request's robots.txt (once per origin) and apply its Crawl-delay to the request's host scope. */
-async function applyRobots(
-  throttler: Throttler<RequestObject>,
-  robots: RobotsTxtCache,
-  request: RequestObject,
-  applied: Set<string>,
-): Promise<void> {
-  const rules = await robots.get(request.url);
-  if (requestMeta(request)?.throttlingScopes !== undefined) return;
-  const scope = hostScope(request.url);
-  if (applied.has(scope)) return;
-  applied.add(scope);
-  const config = throttler.scopeConfig(scope);
-  const decision = crawlDelayDecision(
-    {
-      concurrency: config.concurrency,
-      delayMs: config.delayMs,
-      explicit: throttler.settings.scopes[scope] !== undefined,
-      ignoreRobotsTxt: config.ignoreRobotsTxt,
-    },
-    rules.crawlDelayMs,
-    throttler.settings.robotsTxtMaxDelayMs,
-  );
-  const at = throttler.scheduler.now();
-  if (decision.kind === "apply") {
-    throttler.setConcurrency(scope, decision.apply.concurrency);
-    throttler.setBaseDelay(scope, decision.apply.delayMs);
-    throttler.emit({
-      type: "robots",
-      at,
-      scope,
-      crawlDelayMs: rules.crawlDelayMs,
-      decision: "applied",
-    });
-  } else if (decision.warning !== undefined) {
-    throttler.warnOnce(`robots:${scope}`, "robots-crawl-delay", decision.warning, scope);
-  }
 }
