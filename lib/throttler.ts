@@ -65,8 +65,11 @@ export interface ThrottlerOptions<R = unknown> {
 export interface GateTicket {
   readonly claims: RequestScopes;
   readonly owner: object;
-  /** Called once, when the request has been counted against all its scopes and may start. */
-  readonly start: () => void;
+  /**
+   * Called once, when the request has been counted against all its scopes and
+   * may start; `sentAt` is the time its send was recorded at.
+   */
+  readonly start: (sentAt: number) => void;
   cancelled: boolean;
 }
 
@@ -595,7 +598,7 @@ export class Throttler<R = unknown> {
       if (amounts[i] === undefined) this.#checkQuotaAmounts(scope, entry.manager);
       this.#changed(scope, entry, now);
     }
-    ticket.start();
+    ticket.start(now);
   }
 
   /** Start waiting tickets of a scope while its head can go. */

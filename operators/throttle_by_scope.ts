@@ -252,8 +252,8 @@ class Ticket<R, T> implements GateTicket {
     return this.gate;
   }
 
-  start(): void {
-    new Flight(this.gate, this.request, this.attempt, this.claims).start();
+  start(sentAt: number): void {
+    new Flight(this.gate, this.request, this.attempt, this.claims).start(sentAt);
   }
 }
 
@@ -284,10 +284,10 @@ class Flight<R, T> implements DownloadContext {
     return (this.controller ??= new AbortController()).signal;
   }
 
-  start(): void {
+  start(sentAt: number): void {
     const gate = this.gate;
     const throttler = gate.throttler;
-    this.sentAt = throttler.scheduler.now();
+    this.sentAt = sentAt;
     // Link into the gate's in-flight list.
     this.next = gate.head;
     if (gate.head !== undefined) gate.head.prev = this;
