@@ -11,6 +11,7 @@ import {
   concatMap,
   EMPTY,
   from,
+  identity,
   interval,
   type Observable,
   of,
@@ -27,6 +28,7 @@ import { obeyRobotsTxt } from "../robots_download.ts";
 import type { ThrottlerSettingsInput } from "../settings.ts";
 import { createThrottler, type Throttler } from "../throttler.ts";
 import type { DownloadFn } from "../../operators/throttle_by_scope.ts";
+import { rampup, type RampupOptions } from "../../operators/rampup.ts";
 import { CrawlStats } from "./crawl_stats.ts";
 import type { InputLine, InputLineError } from "./input.ts";
 import type { JsonLinesFile } from "./json_lines_file.ts";
@@ -70,6 +72,12 @@ export interface CrawlOptions {
   readonly download?: DownloadFn<RequestObject, FetchedResponse>;
   /** Requests a response leads to (link following), enqueued before the response is marked done. */
   readonly follow?: (outcome: Outcome<RequestObject, FetchedResponse>) => Iterable<RequestObject>;
+  /**
+   * Rampup for the scopes this filter picks (the `rampup` operator after the
+   * crawl's `backoffOn`): each starts at one request at a time and probes upwards.
+   * @default off (scopes configured with `rampup` still ramp)
+   */
+  readonly rampup?: RampupOptions;
   /** Stops the crawl (Ctrl-C): in-flight downloads are aborted, pending requests stay in the job directory. */
   readonly stop?: AbortSignal;
   /** Stop after this long (the demo). */
@@ -314,7 +322,10 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         ...(follow !== undefined
           ? { discover: (o: Outcome<RequestObject, FetchedResponse>) => follow(o) }
           : {}),
-      }).subscribe({
+      }).pipe(
+        // Subscribed before the crawl, so the first request already ramps.
+        options.rampup === undefined ? identity : rampup(throttler, options.rampup),
+      ).subscribe({
         next: (outcome) => {
           output?.write(outcomeRecord(outcome));
           stats.recordFinal(

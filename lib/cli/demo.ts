@@ -11,9 +11,9 @@ import type { FetchedResponse } from "../fetch_download.ts";
 import type { Outcome } from "../outcome.ts";
 import type { RequestObject } from "../request.ts";
 import type { ThrottlerSettingsInput } from "../settings.ts";
-import type { ThrottlingScopeConfig } from "../settings.ts";
 import type { DemoSite } from "../demo/sites.ts";
 import type { Throttler } from "../throttler.ts";
+import type { RampupOptions } from "../../operators/rampup.ts";
 import type { InputLine } from "./input.ts";
 import { fit, formatDelay } from "./live_view.ts";
 
@@ -21,30 +21,39 @@ import { fit, formatDelay } from "./live_view.ts";
 export const DEMO_PAGES = 5000;
 
 /**
- * The demo's settings: rampup on the sites that state no rule (probe upwards,
- * back off on 429/503), robots.txt obeyed (the Crawl-delay site gets its
- * delay from there), a short backoff window so the story fits in a minute,
- * and jitter only upwards so a delay is never undercut.
+ * The demo's settings: robots.txt obeyed (the Crawl-delay site gets its delay
+ * from there), every site starting 200 ms apart, a short backoff window so the
+ * story fits in a minute, and jitter only upwards so a delay is never
+ * undercut. Rampup comes from {@link demoRampup}.
  *
- * @param sites The running demo sites.
  * @returns Settings for `createThrottler` / `runCrawl`.
  */
-export function demoSettings(sites: readonly DemoSite[]): ThrottlerSettingsInput {
-  const scopes: Record<string, ThrottlingScopeConfig> = {};
-  for (const site of sites) {
-    if (site.style === "robots-delay") continue;
-    scopes[hostScope(site.url)] = { rampup: true, delayMs: 200 };
-  }
+export function demoSettings(): ThrottlerSettingsInput {
   return {
     concurrentRequests: 32,
     concurrentRequestsPerDomain: 16,
+    downloadDelayMs: 200,
     jitter: [0, 0.2],
     robotsTxtObey: true,
     downloadTimeoutMs: 10_000,
     backoff: { windowMs: 2_000, minDelayMs: 100, maxDelayMs: 5_000 },
     retry: { times: 3 },
-    scopes,
   };
+}
+
+/**
+ * The demo's rampup (the `rampup` operator's options): every site that states
+ * no rule probes upwards from one request at a time and backs off on 429/503;
+ * the robots.txt site keeps the Crawl-delay it states.
+ *
+ * @param sites The running demo sites.
+ * @returns Options for `rampup(throttler, options)`.
+ */
+export function demoRampup(sites: readonly DemoSite[]): RampupOptions {
+  const ramped = new Set(
+    sites.filter((site) => site.style !== "robots-delay").map((site) => hostScope(site.url)),
+  );
+  return { scopes: (scope) => ramped.has(scope) };
 }
 
 /** The start requests: each site's home page. */

@@ -18,6 +18,7 @@ import { runCrawl, type ViewMode } from "./crawl.ts";
 import {
   DEMO_PAGES,
   demoFollow,
+  demoRampup,
   demoRows,
   demoSettings,
   demoStart,
@@ -157,7 +158,8 @@ async function demoCommand(args: DemoArgs): Promise<number> {
     }
     const durationMs = args.durationSec * 1000;
     const result = await runCrawl({
-      settings: demoSettings(demo.sites),
+      settings: demoSettings(),
+      rampup: demoRampup(demo.sites),
       input: demoStart(demo.sites),
       follow: demoFollow,
       output: files[0],
