@@ -70,7 +70,6 @@ export interface GateTicket {
    * may start; `sentAt` is the time its send was recorded at.
    */
   readonly start: (sentAt: number) => void;
-  cancelled: boolean;
 }
 
 interface ScopeEntry {
@@ -123,6 +122,8 @@ export class Throttler<R = unknown> {
   #newest: ScopeEntry | undefined;
   /** The configuration of scopes without their own entry, per kind (it depends on nothing else). */
   readonly #kindConfigs = new Map<ScopeKind, ResolvedScopeConfig>();
+  /** Shared scopes of single-scope requests (see #single). */
+  readonly #singles = new Map<string, RequestScopes>();
   /** The names of the scopes configured in `settings.scopes`. */
   readonly #configured: ReadonlySet<string>;
   readonly #warnedOnce = new Set<string>();
@@ -220,7 +221,9 @@ export class Throttler<R = unknown> {
       if (typeof (scopes as PromiseLike<ScopesInput>)?.then === "function") {
         return Promise.resolve(scopes).then(normalizeScopes);
       }
-      return normalizeScopes(scopes as ScopesInput);
+      return typeof scopes === "string"
+        ? this.#single(scopes)
+        : normalizeScopes(scopes as ScopesInput);
     }
     const url = requestUrl(request);
     if (url === undefined) {
@@ -230,7 +233,24 @@ export class Throttler<R = unknown> {
         request,
       );
     }
-    return { names: [hostScope(url)], amounts: undefined };
+    return this.#single(hostScope(url));
+  }
+
+  /**
+   * The scopes of a request with one scope and no amount, shared by every
+   * request of that scope: a backlog of waiting requests then costs no scope
+   * objects. Bounded, so a broad crawl over millions of hosts keeps no more
+   * than a few thousand (the cache is emptied when it is full).
+   */
+  #single(scope: string): RequestScopes {
+    let scopes = this.#singles.get(scope);
+    if (scopes === undefined) {
+      if (scope === "") return normalizeScopes(scope); // throws the usual error
+      if (this.#singles.size >= 4096) this.#singles.clear();
+      scopes = Object.freeze({ names: Object.freeze([scope]), amounts: undefined });
+      this.#singles.set(scope, scopes);
+    }
+    return scopes;
   }
 
   /** The configuration a scope gets (its own entry, its host's, or the defaults for its kind). */
@@ -516,7 +536,6 @@ export class Throttler<R = unknown> {
     let dropped = 0;
     const keep = (t: GateTicket) => {
       if (t.owner !== owner) return true;
-      t.cancelled = true;
       dropped++;
       return false;
     };

@@ -230,7 +230,7 @@ class Gate<R, T> {
 }
 
 /**
- * A request waiting at the gate. Kept to five fields: a long backlog of
+ * A request waiting at the gate. Kept to four fields: a long backlog of
  * waiting requests costs little more than the requests themselves; what a
  * download needs is allocated when it starts.
  */
@@ -239,7 +239,6 @@ class Ticket<R, T> implements GateTicket {
   readonly request: R;
   readonly attempt: number;
   readonly claims: RequestScopes;
-  cancelled = false;
 
   constructor(gate: Gate<R, T>, request: R, attempt: number, claims: RequestScopes) {
     this.gate = gate;
