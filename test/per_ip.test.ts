@@ -17,7 +17,7 @@ async function run(scheduler: { flush(): void }, rounds = 5) {
 describe("Throttler per-IP scopes", () => {
   it("Throttler.resolveScopes() adds the IP: two host names on one IP share its limit", async () => {
     const scheduler = testScheduler();
-    const dns = createDnsCache({ scheduler, resolve: async () => ["10.0.0.7"] });
+    const dns = createDnsCache({ scheduler, resolve: () => Promise.resolve(["10.0.0.7"]) });
     const throttler = createThrottler<string>(
       { concurrentRequestsPerIp: 2, concurrentRequestsPerDomain: 8 },
       { scheduler, dns },
@@ -37,7 +37,7 @@ describe("Throttler per-IP scopes", () => {
   });
 
   it("Throttler.resolveScopes() is synchronous once the IP is cached", async () => {
-    const dns = createDnsCache({ resolve: async () => ["10.0.0.7"] });
+    const dns = createDnsCache({ resolve: () => Promise.resolve(["10.0.0.7"]) });
     const throttler = createThrottler<string>({ concurrentRequestsPerIp: 1 }, { dns });
     expect(throttler.resolveScopes("http://a.test/")).toBeInstanceOf(Promise);
     await dns.lookup("a.test");
