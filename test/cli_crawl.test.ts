@@ -354,6 +354,10 @@ describe("politely crawl", () => {
       });
       expect(first.code).toBe(130);
       expect(first.stderr).toContain("resume");
+      // One request at a time: the one the server holds is the download Ctrl-C aborts.
+      expect(first.stdout).toMatch(
+        /stopped by Ctrl-C: 1 download in flight aborted, [1-7] requests? not ended \(they stay pending in .*job: run again to resume\)/,
+      );
       const done = readLines(join(dir, "first.jsonl"));
       expect(done.every((l) => l.status === 200)).toBe(true);
       const firstPaths = new Set(done.map((l) => new URL(l.url as string).pathname));

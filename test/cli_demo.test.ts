@@ -33,6 +33,15 @@ describe("politely demo", () => {
     for (const name of ["bucket", "capped", "slow", "robots", "fine"]) {
       expect(table).toMatch(new RegExp(`\\n${name} +\\S.*\\d+\\.\\d pages/s +\\d+ +\\d+ `));
     }
+    // The summary names the sites, not 127.0.0.1:PORT.
+    const summary = run.stdout.slice(
+      run.stdout.lastIndexOf("politely: "),
+      run.stdout.length - table.length,
+    );
+    for (const name of ["bucket", "capped", "fine"]) {
+      expect(summary).toMatch(new RegExp(`\\n  ${name} +\\d+ +\\d+ +\\d+ +\\d+\\.\\d\\d\\n`));
+    }
+    expect(summary).not.toContain("127.0.0.1:");
     // Not a terminal: plain lines, never the live view's cursor movements.
     expect(run.stdout).not.toContain("\x1b[");
     expect(run.stdout).toContain("politely: ");

@@ -53,6 +53,13 @@ describe("plain log", () => {
     expect(lines.join("\n") + "\n").toBe(stored);
   });
 
+  it("formatPlainEvent() shows a scope by its label", () => {
+    const label = (scope: string) => (scope === "a.example" ? "bucket" : scope);
+    expect(formatPlainEvent(EVENTS[4]!, T0, label)).toBe(
+      "[4.7s] bucket backoff: status 429, level 1, delay 1.00s, concurrency 1, hold 2.0s",
+    );
+  });
+
   it("formatProgressLine() gives counts and the ETA when it is known", () => {
     const state = {
       title: "politely crawl",
@@ -66,12 +73,16 @@ describe("plain log", () => {
       etaMs: 18_000,
       rows: [],
       hiddenScopes: 0,
+      evicted: 0,
     };
     expect(formatProgressLine(state)).toBe(
       "[12s] done 120/300, in flight 5, queued 175, retries 3, failed 1, ETA 18s",
     );
     expect(formatProgressLine({ ...state, etaMs: undefined })).toBe(
       "[12s] done 120/300, in flight 5, queued 175, retries 3, failed 1",
+    );
+    expect(formatProgressLine({ ...state, evicted: 40 })).toBe(
+      "[12s] done 120/300, in flight 5, queued 175, retries 3, failed 1, evicted 40, ETA 18s",
     );
   });
 });

@@ -26,7 +26,7 @@ const STATE: LiveViewState = {
   etaMs: 9_200,
   rows: [
     {
-      scope: "127.0.0.1:40001",
+      scope: "bucket",
       active: 2,
       concurrency: 2,
       delayMs: 125,
@@ -36,7 +36,7 @@ const STATE: LiveViewState = {
       ratePerSec: 8.04,
     },
     {
-      scope: "127.0.0.1:40002",
+      scope: "capped",
       active: 0,
       concurrency: 4,
       delayMs: 0,
@@ -57,6 +57,7 @@ const STATE: LiveViewState = {
     },
   ],
   hiddenScopes: 2,
+  evicted: 12,
   note: "Ctrl-C stops.",
 };
 
@@ -83,13 +84,22 @@ describe("renderLiveView()", () => {
         total: 0,
         rows: [],
         hiddenScopes: 0,
+        evicted: 0,
         etaMs: undefined,
         note: undefined as never,
       },
       80,
     );
     expect(frame).toContain("(no active scope)");
+    expect(frame).not.toContain("evicted");
     expect(frame.split("\n")[1]).toMatch(/\] {3}0% {2}ETA -\s*$/);
+  });
+});
+
+describe("renderLiveView() evictions", () => {
+  it("renderLiveView() counts evicted scopes even when every active scope is shown", () => {
+    const frame = renderLiveView({ ...STATE, hiddenScopes: 0, evicted: 1 }, 80).split("\n");
+    expect(frame.at(-2)?.trimEnd()).toBe("1 scope evicted");
   });
 });
 

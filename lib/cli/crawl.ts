@@ -64,6 +64,13 @@ export interface CrawlOptions {
   readonly stderr: { write(text: string): unknown };
   /** First word of the view's header. @default "politely crawl" */
   readonly title?: string;
+  /**
+   * How a scope is shown in the live view and the plain log (the demo names
+   * its sites); the scopes themselves, `--output` and `--events` keep the
+   * real names.
+   * @default the scope's name
+   */
+  readonly label?: (scope: string) => string;
   /** A line under the live view. */
   readonly note?: string;
   /** Clock and timers. @default the throttler's default scheduler */
@@ -97,6 +104,11 @@ export interface CrawlResult {
   readonly endedAt: number;
   /** Requests not ended (kept in the job directory when there is one). */
   readonly pending: number;
+  /**
+   * Downloads in flight when the crawl was stopped (Ctrl-C or the duration),
+   * aborted; they are among `pending`. 0 when the crawl finished.
+   */
+  readonly aborted: number;
   /** Duplicates dropped. */
   readonly filtered: number;
   /** The throttler, for a last look at its scopes. */
@@ -159,12 +171,13 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
   const settings = throttler.settings;
   const stats = new CrawlStats(scheduler.now());
   const output = options.output;
+  const label = options.label ?? String;
 
   const onEvent = (event: ThrottleEvent) => {
     stats.recordEvent(event);
     options.events?.write(event);
     if (options.view === "plain") {
-      const line = formatPlainEvent(event, stats.startedAt);
+      const line = formatPlainEvent(event, stats.startedAt, label);
       if (line !== undefined) stdout.write(`${line}\n`);
     }
   };
@@ -230,18 +243,17 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
       const elapsedMs = now - stats.startedAt;
       let etaMs = done > 0 && total > done ? ((total - done) * elapsedMs) / done : undefined;
       if (deadline !== undefined) etaMs = Math.max(0, Math.min(etaMs ?? Infinity, deadline - now));
-      const order = [...stats.scopes.keys()];
       const all = throttler.states()
         .filter((s) =>
           s.active > 0 || s.holdUntil > now || s.backoffLevel > 0 || stats.rate(s.scope, now) > 0
         )
-        .sort((a, b) => rank(order, a.scope) - rank(order, b.scope));
+        .sort((a, b) => rank(stats, a.scope) - rank(stats, b.scope));
       const room = Math.max(
         3,
         (stdout.rows !== undefined && stdout.rows > 0 ? stdout.rows : 24) - 6,
       );
       const rows: LiveScopeRow[] = all.slice(0, room).map((s) => ({
-        scope: s.scope,
+        scope: label(s.scope),
         active: s.active,
         concurrency: s.concurrency,
         delayMs: s.delayMs,
@@ -262,6 +274,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         etaMs,
         rows,
         hiddenScopes: all.length - rows.length,
+        evicted: stats.evicted,
         ...(options.note !== undefined ? { note: options.note } : {}),
       };
     };
@@ -288,8 +301,9 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
       if (finished) return;
       finished = true;
       stoppedBy = why;
-      // Unsubscribing aborts the downloads in flight; they are not marked done, so
-      // the job directory keeps them as pending.
+      // Counted before they go: unsubscribing aborts the downloads in flight;
+      // they are not marked done, so the job directory keeps them as pending.
+      const aborted = why === undefined ? 0 : throttler.active;
       pipeline.unsubscribe();
       ticker.unsubscribe();
       options.stop?.removeEventListener("abort", onStop);
@@ -308,6 +322,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         stoppedBy,
         endedAt: scheduler.now(),
         pending: q.pending + q.inFlight,
+        aborted,
         filtered: q.filtered,
         throttler,
       });
@@ -344,7 +359,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
   });
 }
 
-function rank(order: readonly string[], scope: string): number {
-  const i = order.indexOf(scope);
-  return i < 0 ? order.length : i;
+/** Scopes in order of first appearance; scopes without stats yet last. */
+function rank(stats: CrawlStats, scope: string): number {
+  return stats.scopes.get(scope)?.index ?? stats.scopes.size;
 }

@@ -20,6 +20,8 @@ export interface StatusCounts {
 /** What the crawl knows of one scope. */
 export interface ScopeStats {
   readonly scope: string;
+  /** Order of first appearance (0 for the first scope seen). */
+  readonly index: number;
   /** Every attempt, by status class (retried 429s included). */
   readonly counts: StatusCounts;
   /** Attempts answered 429 or 503. */
@@ -50,7 +52,7 @@ export function emptyCounts(): StatusCounts {
 const KEEP_MS = 30_000;
 
 /**
- * The running tally of a crawl. Feed it every throttling event (attempts) and
+ * The running tally of a crawl. Feed it every throttling event (attempts, evictions) and
  * every final outcome (requests).
  */
 export class CrawlStats {
@@ -68,6 +70,8 @@ export class CrawlStats {
   readonly requests: StatusCounts = emptyCounts();
   /** Per scope, in order of first appearance. */
   readonly scopes = new Map<string, ScopeStats>();
+  /** Scopes the throttler evicted (`scope-evicted` events: idle, or over the scope limit). */
+  evicted = 0;
 
   constructor(startedAt: number) {
     this.startedAt = startedAt;
@@ -91,6 +95,8 @@ export class CrawlStats {
       this.retries++;
     } else if (event.type === "backoff") {
       this.scope(event.scope).triggers++;
+    } else if (event.type === "scope-evicted") {
+      this.evicted++;
     }
   }
 
@@ -107,6 +113,7 @@ export class CrawlStats {
     if (s === undefined) {
       s = {
         scope: name,
+        index: this.scopes.size,
         counts: emptyCounts(),
         rejected: 0,
         triggers: 0,

@@ -56,6 +56,26 @@ export function demoRampup(sites: readonly DemoSite[]): RampupOptions {
   return { scopes: (scope) => ramped.has(scope) };
 }
 
+/**
+ * How the demo shows its scopes: a site's name (`bucket`, `capped`, ...)
+ * instead of `127.0.0.1:PORT`. Display only: the scopes keep their names.
+ *
+ * @param sites The running demo sites.
+ * @returns The label of a scope (a scope of no demo site keeps its name).
+ * @example
+ * ```ts
+ * import { demoLabel } from "./demo.ts";
+ * const label = demoLabel([{ url: "http://127.0.0.1:40001", name: "bucket" }]);
+ * console.assert(label("127.0.0.1:40001") === "bucket" && label("other") === "other");
+ * ```
+ */
+export function demoLabel(
+  sites: readonly Pick<DemoSite, "url" | "name">[],
+): (scope: string) => string {
+  const names = new Map(sites.map((site) => [hostScope(site.url), site.name]));
+  return (scope) => names.get(scope) ?? scope;
+}
+
 /** The start requests: each site's home page. */
 export function demoStart(sites: readonly DemoSite[]): InputLine[] {
   return sites.map((site, i) => ({

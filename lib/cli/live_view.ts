@@ -10,6 +10,7 @@ import type { StatusCounts } from "./crawl_stats.ts";
 
 /** One active scope, as the view shows it. */
 export interface LiveScopeRow {
+  /** The scope's name, or its label (the demo shows its sites' names). */
   readonly scope: string;
   /** Requests in flight. */
   readonly active: number;
@@ -46,6 +47,8 @@ export interface LiveViewState {
   readonly rows: readonly LiveScopeRow[];
   /** Active scopes not shown for want of room. */
   readonly hiddenScopes: number;
+  /** Scopes the throttler evicted so far (idle, or over the scope limit). */
+  readonly evicted: number;
   /** A last line (e.g. "Ctrl-C stops; the job directory keeps what is left"). */
   readonly note?: string;
 }
@@ -115,7 +118,7 @@ function totalWidth(columns: readonly { readonly width: number }[]): number {
  * import { renderLiveView } from "./live_view.ts";
  * const frame = renderLiveView({
  *   title: "politely crawl", elapsedMs: 1500, done: 1, total: 2, inFlight: 1, queued: 0,
- *   retries: 0, failures: 0, etaMs: 1500, rows: [], hiddenScopes: 0,
+ *   retries: 0, failures: 0, etaMs: 1500, rows: [], hiddenScopes: 0, evicted: 0,
  * }, 80);
  * console.assert(frame.split("\n").every((line) => line.length === 80));
  * ```
@@ -167,7 +170,12 @@ export function renderLiveView(state: LiveViewState, width: number): string {
     );
   }
   if (state.rows.length === 0) lines.push(fit("(no active scope)", w));
-  if (state.hiddenScopes > 0) lines.push(fit(`+ ${state.hiddenScopes} more active scopes`, w));
+  const more: string[] = [];
+  if (state.hiddenScopes > 0) more.push(`+ ${state.hiddenScopes} more active scopes`);
+  if (state.evicted > 0) {
+    more.push(`${state.evicted} ${state.evicted === 1 ? "scope" : "scopes"} evicted`);
+  }
+  if (more.length > 0) lines.push(fit(more.join(", "), w));
   if (state.note !== undefined) lines.push(fit(state.note, w));
   return lines.join("\n");
 }

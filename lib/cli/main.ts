@@ -18,6 +18,7 @@ import { runCrawl, type ViewMode } from "./crawl.ts";
 import {
   DEMO_PAGES,
   demoFollow,
+  demoLabel,
   demoRampup,
   demoRows,
   demoSettings,
@@ -117,10 +118,13 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
         ? { note: `Ctrl-C stops; ${args.jobDir} keeps what is left` }
         : {}),
     });
+    const stopped = result.stoppedBy === "signal";
     say(formatSummary(result.stats, result.endedAt, {
-      interrupted: result.stoppedBy === "signal",
+      interrupted: stopped,
       pending: result.pending,
       filtered: result.filtered,
+      ...(stopped ? { aborted: result.aborted } : {}),
+      ...(args.jobDir !== undefined ? { jobDir: args.jobDir } : {}),
     }));
     if (result.stoppedBy === "signal") {
       process.stderr.write(
@@ -157,6 +161,7 @@ async function demoCommand(args: DemoArgs): Promise<number> {
       say(`  ${site.name.padEnd(7)} ${site.url}  (hidden limit: ${site.hiddenLimit})`);
     }
     const durationMs = args.durationSec * 1000;
+    const label = demoLabel(demo.sites);
     const result = await runCrawl({
       settings: demoSettings(),
       rampup: demoRampup(demo.sites),
@@ -170,10 +175,15 @@ async function demoCommand(args: DemoArgs): Promise<number> {
       stop: interrupt.signal,
       durationMs,
       title: "politely demo",
+      label,
       note: "rampup probes each site upwards; 429/503 make it back off. Ctrl-C stops.",
     });
     say(
-      formatSummary(result.stats, result.endedAt, { interrupted: result.stoppedBy === "signal" }),
+      formatSummary(result.stats, result.endedAt, {
+        interrupted: result.stoppedBy === "signal",
+        label,
+        ...(result.stoppedBy === "signal" ? { aborted: result.aborted } : {}),
+      }),
     );
     const windowMs = Math.min(
       10_000,

@@ -16,6 +16,7 @@ import { formatDelay, formatDuration, type LiveViewState } from "./live_view.ts"
  *
  * @param event The event.
  * @param startedAt Scheduler time at which the crawl started (lines show time since).
+ * @param label How a scope is shown. @default the scope's name
  * @returns One line, without newline.
  * @example
  * ```ts
@@ -27,13 +28,17 @@ import { formatDelay, formatDuration, type LiveViewState } from "./live_view.ts"
  * console.assert(line === "[2.5s] a.example backoff: status 429, level 1, delay 1.00s, concurrency 1");
  * ```
  */
-export function formatPlainEvent(event: ThrottleEvent, startedAt: number): string | undefined {
+export function formatPlainEvent(
+  event: ThrottleEvent,
+  startedAt: number,
+  label: (scope: string) => string = String,
+): string | undefined {
   const t = `[${formatDuration(event.at - startedAt)}]`;
   return match(event)
     .with(
       { type: "backoff" },
       (e) =>
-        `${t} ${e.scope} backoff: ${e.cause}, level ${e.level}, delay ${
+        `${t} ${label(e.scope)} backoff: ${e.cause}, level ${e.level}, delay ${
           formatDelay(e.delayMs)
         }, concurrency ${e.concurrency}` +
         (e.holdUntil !== undefined && e.holdUntil > e.at
@@ -42,25 +47,25 @@ export function formatPlainEvent(event: ThrottleEvent, startedAt: number): strin
     )
     .with(
       { type: "recovery" },
-      (e) => `${t} ${e.scope} recovery: level ${e.level}, delay ${formatDelay(e.delayMs)}`,
+      (e) => `${t} ${label(e.scope)} recovery: level ${e.level}, delay ${formatDelay(e.delayMs)}`,
     )
     .with(
       { type: "hold" },
-      (e) => `${t} ${e.scope} hold ${formatDuration(e.until - e.at)} (${e.source})`,
+      (e) => `${t} ${label(e.scope)} hold ${formatDuration(e.until - e.at)} (${e.source})`,
     )
     .with(
       { type: "rampup" },
       (e) =>
-        `${t} ${e.scope} rampup: ${e.why}, delay ${
+        `${t} ${label(e.scope)} rampup: ${e.why}, delay ${
           formatDelay(e.delayMs)
         }, concurrency ${e.concurrency}`,
     )
     .with({ type: "robots" }, (e) =>
-      `${t} ${e.scope} robots.txt: ${e.decision}` +
+      `${t} ${label(e.scope)} robots.txt: ${e.decision}` +
       (e.crawlDelayMs !== undefined ? ` (Crawl-delay ${formatDelay(e.crawlDelayMs)})` : ""))
     .with(
       { type: "warning" },
-      (e) => `${t} warning${e.scope !== undefined ? ` ${e.scope}` : ""}: ${e.message}`,
+      (e) => `${t} warning${e.scope !== undefined ? ` ${label(e.scope)}` : ""}: ${e.message}`,
     )
     .with(
       { type: "scope-created" },
@@ -85,5 +90,6 @@ export function formatProgressLine(state: LiveViewState): string {
     formatDuration(state.elapsedMs)
   }] done ${state.done}/${state.total}, in flight ${state.inFlight}, ` +
     `queued ${state.queued}, retries ${state.retries}, failed ${state.failures}` +
+    (state.evicted > 0 ? `, evicted ${state.evicted}` : "") +
     (state.etaMs === undefined ? "" : `, ETA ${formatDuration(state.etaMs)}`);
 }

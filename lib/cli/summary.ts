@@ -11,12 +11,21 @@ import { fit, formatDuration } from "./live_view.ts";
 export interface SummaryOptions {
   /** The crawl was stopped (Ctrl-C) before every request ended. */
   readonly interrupted?: boolean;
-  /** Requests left for a resumed crawl (job directory). */
+  /** Requests not ended (with a job directory, left for a resumed crawl). */
   readonly pending?: number;
+  /**
+   * Downloads in flight when the crawl was stopped, aborted. Given, it makes
+   * the summary say how the crawl was stopped and what was left.
+   */
+  readonly aborted?: number;
+  /** The job directory that keeps the requests not ended. */
+  readonly jobDir?: string;
   /** Duplicates dropped by the queue. */
   readonly filtered?: number;
   /** Scopes listed at most. @default 20 */
   readonly maxScopes?: number;
+  /** How a scope is shown (the demo names its sites). @default the scope's name */
+  readonly label?: (scope: string) => string;
 }
 
 /**
@@ -41,6 +50,7 @@ export function formatSummary(
   options: SummaryOptions = {},
 ): string {
   const durationMs = Math.max(0, now - stats.startedAt);
+  const label = options.label ?? String;
   const r = stats.requests;
   const a = stats.attempts;
   const attempts = a["2xx"] + a["3xx"] + a["4xx"] + a["5xx"] + a.error;
@@ -54,13 +64,27 @@ export function formatSummary(
     }; errors ${r.error}`,
     `  attempts: ${attempts}, retries ${stats.retries}, failures ${stats.failures}`,
   ];
+  if (options.aborted !== undefined) {
+    const left = options.pending === undefined
+      ? ""
+      : `, ${plural(options.pending, "request")} not ended` +
+        (options.jobDir !== undefined && options.pending > 0
+          ? ` (they stay pending in ${options.jobDir}: run again to resume)`
+          : "");
+    lines.push(
+      `  stopped${options.interrupted === true ? " by Ctrl-C" : ""}: ${
+        plural(options.aborted, "download")
+      } in flight aborted${left}`,
+    );
+  }
   const extra: string[] = [];
   if (options.filtered !== undefined && options.filtered > 0) {
     extra.push(`duplicates dropped ${options.filtered}`);
   }
-  if (options.pending !== undefined && options.pending > 0) {
-    extra.push(`left for a resumed crawl ${options.pending}`);
+  if (options.aborted === undefined && options.pending !== undefined && options.pending > 0) {
+    extra.push(`requests not ended ${options.pending}`);
   }
+  if (stats.evicted > 0) extra.push(`scopes evicted ${stats.evicted}`);
   if (extra.length > 0) lines.push(`  ${extra.join(", ")}`);
   const scopes = [...stats.scopes.values()];
   if (scopes.length > 0) {
@@ -74,7 +98,7 @@ export function formatSummary(
     for (const s of sorted.slice(0, max)) {
       const rate = durationMs > 0 ? (total(s) * 1000) / durationMs : 0;
       lines.push(
-        `  ${fit(s.scope, 32)}${fit(String(total(s)), 10, "right")}${
+        `  ${fit(label(s.scope), 32)}${fit(String(total(s)), 10, "right")}${
           fit(String(s.counts["2xx"]), 8, "right")
         }${fit(String(s.rejected), 9, "right")}${fit(rate.toFixed(2), 8, "right")}`,
       );
@@ -91,4 +115,8 @@ function total(
 ): number {
   const c = s.counts;
   return c["2xx"] + c["3xx"] + c["4xx"] + c["5xx"] + c.error;
+}
+
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
 }
