@@ -280,6 +280,8 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
     };
 
     const tick = () => {
+      // At the deadline `end` draws the last frame (or progress line) itself.
+      if (deadline !== undefined && scheduler.now() >= deadline) return end("duration");
       output?.flush();
       options.events?.flush();
       if (screen !== undefined) screen.draw(renderLiveView(state(), screen.width));
@@ -290,7 +292,6 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
           stdout.write(`${formatProgressLine(state())}\n`);
         }
       }
-      if (deadline !== undefined && scheduler.now() >= deadline) end("duration");
     };
     const ticker = interval(options.refreshMs ?? 250, scheduler).subscribe(tick);
 

@@ -18,7 +18,7 @@ import type { InputLine } from "./input.ts";
 import { fit, formatDelay } from "./live_view.ts";
 
 /** Pages per demo site: more than the fastest site can serve in a long demo. */
-export const DEMO_PAGES = 5000;
+export const DEMO_PAGES = 100_000;
 
 /**
  * The demo's settings: robots.txt obeyed (the Crawl-delay site gets its delay
