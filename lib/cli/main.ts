@@ -182,7 +182,9 @@ async function demoCommand(args: DemoArgs): Promise<number> {
       formatSummary(result.stats, result.endedAt, {
         interrupted: result.stoppedBy === "signal",
         label,
-        ...(result.stoppedBy === "signal" ? { aborted: result.aborted } : {}),
+        ...(result.stoppedBy === "signal"
+          ? { aborted: result.aborted, pending: result.pending }
+          : {}),
       }),
     );
     const windowMs = Math.min(
