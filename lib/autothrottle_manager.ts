@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { DoneInfo } from "./scope_manager_protocol.ts";
+import type { BaseDelayOptions, DoneInfo } from "./scope_manager_protocol.ts";
 import { ThrottlingScopeManager } from "./scope_manager.ts";
 import type { ScopeManagerContext, ScopeManagerFactory } from "./settings.ts";
 
@@ -86,11 +86,11 @@ class AutoThrottleScopeManager extends ThrottlingScopeManager {
     }
   }
 
-  override setBaseDelay(delayMs: number): void {
+  override setBaseDelay(delayMs: number, options?: BaseDelayOptions): void {
     // A new floor (robots.txt Crawl-delay): AutoThrottle never goes below DOWNLOAD_DELAY.
     this.#limits.minDelayMs = delayMs;
     this.#autoDelayMs = Math.max(this.#autoDelayMs, delayMs);
-    super.setBaseDelay(this.#autoDelayMs);
+    super.setBaseDelay(this.#autoDelayMs, options);
   }
 }
 

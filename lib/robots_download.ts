@@ -205,7 +205,8 @@ export function obeyRobotsTxt<R, T>(
     );
     if (d.kind === "apply") {
       throttler.setConcurrency(scope, 1);
-      throttler.setBaseDelay(scope, d.apply.delayMs);
+      // A Crawl-delay is the least the site asks for: jitter must not undercut it.
+      throttler.setBaseDelay(scope, d.apply.delayMs, { floor: true });
       throttler.emit({
         type: "robots",
         at,

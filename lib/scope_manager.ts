@@ -10,6 +10,7 @@ import type { ResolvedRampup, ResolvedScopeConfig } from "./settings.ts";
 import { RampupController } from "./_rampup.ts";
 import type {
   BackoffSignal,
+  BaseDelayOptions,
   DoneInfo,
   QuotaReconciliation,
   ScopeState,
@@ -55,6 +56,8 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   /** When the last exponential backoff step was taken. */
   #lastStepAt = -Infinity;
   #nextSendAt = 0;
+  /** A gap jitter may not shorten (a robots.txt Crawl-delay), or 0. */
+  #floorMs = 0;
   #lastActivity = 0;
   // Quota of the current fixed window (NaN: no window open).
   #quotaUsed = 0;
@@ -125,7 +128,12 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#lastActivity = now;
     this.#ramp?.onSent(now);
     const delay = this.#delayMs;
-    this.#nextSendAt = delay > 0 ? now + this.#jittered(delay) : now;
+    if (delay > 0) {
+      const gap = this.#jittered(delay);
+      this.#nextSendAt = now + (gap < this.#floorMs ? this.#floorMs : gap);
+    } else {
+      this.#nextSendAt = now + this.#floorMs;
+    }
     if (amount !== undefined) this.#quotaAmountSeen = true;
     if (amount !== undefined && amount > 0 && this.config.quota !== undefined) {
       if (Number.isNaN(this.#quotaResetsAt) || now >= this.#quotaResetsAt) {
@@ -190,9 +198,10 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     }
   }
 
-  setBaseDelay(delayMs: number): void {
+  setBaseDelay(delayMs: number, options?: BaseDelayOptions): void {
     const wasAtBase = this.#level === 0;
     this.#baseDelayMs = delayMs;
+    this.#floorMs = options?.floor === true ? delayMs : 0;
     if (wasAtBase || this.#delayMs < delayMs) this.#delayMs = delayMs;
   }
 

@@ -33,6 +33,16 @@ export interface DoneInfo {
   readonly status: number | undefined;
 }
 
+/** How a new configured delay is to be kept. */
+export interface BaseDelayOptions {
+  /**
+   * The delay is a minimum the server asked for (robots.txt `Crawl-delay`):
+   * jitter may lengthen a gap but never make it shorter than this.
+   * @default false
+   */
+  readonly floor?: boolean;
+}
+
 /** A correction to a scope's quota use, from the response. */
 export interface QuotaReconciliation {
   /** Add this much to what the window has used (may be negative). */
@@ -89,7 +99,7 @@ export interface ThrottlingScopeManagerProtocol {
   /** Correct the quota use of the current window. */
   reconcileQuota(now: number, reconciliation: QuotaReconciliation): void;
   /** Replace the configured delay (e.g. from robots.txt Crawl-delay). */
-  setBaseDelay(delayMs: number): void;
+  setBaseDelay(delayMs: number, options?: BaseDelayOptions): void;
   /** Replace the concurrency limit. */
   setConcurrency(concurrency: number): void;
   /** Whether the scope may be forgotten: nothing in flight, no hold, no backoff, idle long enough. */

@@ -17,6 +17,7 @@ import { autoThrottleManager } from "./autothrottle_manager.ts";
 import { resolveRampupOption } from "./_rampup.ts";
 import type {
   BackoffSignal,
+  BaseDelayOptions,
   DoneInfo,
   QuotaReconciliation,
   ScopeState,
@@ -361,9 +362,9 @@ export class Throttler<R = unknown> {
   }
 
   /** Replace a scope's configured delay (robots.txt Crawl-delay, a user's decision). */
-  setBaseDelay(scope: string, delayMs: number): void {
+  setBaseDelay(scope: string, delayMs: number, options?: BaseDelayOptions): void {
     const entry = this.#entry(scope);
-    entry.manager.setBaseDelay(delayMs);
+    entry.manager.setBaseDelay(delayMs, options);
     this.#changed(scope, entry, this.scheduler.now());
     this.#flushChanges();
   }

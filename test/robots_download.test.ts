@@ -236,6 +236,27 @@ describe("obeyRobotsTxt()", () => {
     expect(out).toHaveLength(4);
   });
 
+  it("obeyRobotsTxt() never lets jitter make a gap shorter than the Crawl-delay (virtual time)", async () => {
+    const scheduler = testScheduler();
+    // Default jitter (±50%) and a random source that always draws the shortest delay.
+    const throttler = createThrottler<string>(
+      { robotsTxtObey: true, userAgent: UA },
+      { scheduler, random: () => 0 },
+    );
+    const rec = recordingDownload<string>(scheduler, () => 10);
+    const download = obeyRobotsTxt(throttler, rec.download, {
+      fetch: () => Promise.resolve(new Response("User-agent: *\nCrawl-delay: 2\n")),
+    });
+    from(Array.from({ length: 6 }, (_, i) => `http://a.test/${i}`))
+      .pipe(throttleByScope(throttler, download))
+      .subscribe();
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    scheduler.flush();
+    const at = rec.sends.map((s) => s.at);
+    expect(at).toHaveLength(6);
+    for (let i = 1; i < at.length; i++) expect(at[i]! - at[i - 1]!).toBeGreaterThanOrEqual(2000);
+  });
+
   it("obeyRobotsTxt() decides again for a scope rebuilt after eviction (virtual time)", async () => {
     const scheduler = testScheduler();
     const throttler = createThrottler<string>(
