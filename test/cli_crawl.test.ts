@@ -21,7 +21,10 @@ function politely(
   options: { stdin?: string; interruptWhen?: () => boolean } = {},
 ): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", MAIN, ...args], {
+    // The child runs on the runtime running the tests: `deno run` under Deno
+    // (Deno does not take Node's `--import`), Node with tsx elsewhere.
+    const runtime = "Deno" in globalThis ? ["run", "-A", MAIN] : ["--import", "tsx", MAIN];
+    const child = spawn(process.execPath, [...runtime, ...args], {
       cwd: ROOT,
       env: { ...process.env, NO_COLOR: "1" },
       stdio: ["pipe", "pipe", "pipe"],
@@ -358,7 +361,10 @@ describe("politely crawl", () => {
       const first = await politely([...args, "--output", join(dir, "first.jsonl")], {
         interruptWhen: () => held.length > 0,
       });
-      expect(first.code).toBe(130);
+      // Deno's child_process reports a child that handled SIGINT and exited
+      // 130 as ended by the signal (code null); the output below shows it
+      // stopped cleanly all the same.
+      expect("Deno" in globalThis ? [130, null] : [130]).toContain(first.code);
       expect(first.stderr).toContain("resume");
       // One request at a time: the one the server holds is the download Ctrl-C aborts.
       expect(first.stdout).toMatch(
