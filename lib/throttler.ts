@@ -76,11 +76,12 @@ export interface GateTicket {
 interface ScopeEntry {
   readonly scope: string;
   readonly manager: ThrottlingScopeManagerProtocol;
-  readonly kind: ScopeKind;
   waiting: Deque<GateTicket> | undefined;
   timer: Subscription | undefined;
+  /** When `timer` fires; read only while it is set (0 otherwise: a small integer costs no heap number). */
   timerAt: number;
   wake: Subscription | undefined;
+  /** When `wake` fires; read only while it is set. */
   wakeAt: number;
   /** Neighbours in the least-recently-used list (older, newer). */
   older: ScopeEntry | undefined;
@@ -88,6 +89,10 @@ interface ScopeEntry {
 }
 
 const NO_AMOUNTS: readonly (number | undefined)[] = [];
+/** Size of the cache of single-scope `RequestScopes` (see `#single`). */
+const SINGLES_MAX = 4096;
+/** How many requests skip that cache after it thrashed. */
+const SINGLES_SKIP = 16 * SINGLES_MAX;
 
 /**
  * Holds every scope's manager, queues requests that cannot go yet, and emits
@@ -125,6 +130,10 @@ export class Throttler<R = unknown> {
   readonly #kindConfigs = new Map<ScopeKind, ResolvedScopeConfig>();
   /** Shared scopes of single-scope requests (see #single). */
   readonly #singles = new Map<string, RequestScopes>();
+  /** Hits of `#singles` since it was last emptied. */
+  #singleHits = 0;
+  /** Calls of `#single` left that skip the cache (it thrashed). */
+  #singleSkip = 0;
   /** The names of the scopes configured in `settings.scopes`. */
   readonly #configured: ReadonlySet<string>;
   readonly #warnedOnce = new Set<string>();
@@ -244,12 +253,29 @@ export class Throttler<R = unknown> {
    * than a few thousand (the cache is emptied when it is full).
    */
   #single(scope: string): RequestScopes {
+    // The cache thrashed (more misses than hits while it filled up, as when
+    // every request has a new host): skip it for a while, a fresh unshared
+    // object is cheaper than a lookup and an insert that only miss.
+    if (this.#singleSkip > 0) {
+      this.#singleSkip--;
+      return normalizeScopes(scope); // throws the usual error for ""
+    }
     let scopes = this.#singles.get(scope);
     if (scopes === undefined) {
       if (scope === "") return normalizeScopes(scope); // throws the usual error
-      if (this.#singles.size >= 4096) this.#singles.clear();
+      if (this.#singles.size >= SINGLES_MAX) {
+        this.#singles.clear();
+        const thrashed = this.#singleHits < SINGLES_MAX;
+        this.#singleHits = 0;
+        if (thrashed) {
+          this.#singleSkip = SINGLES_SKIP;
+          return normalizeScopes(scope);
+        }
+      }
       scopes = Object.freeze({ names: Object.freeze([scope]), amounts: undefined });
       this.#singles.set(scope, scopes);
+    } else {
+      this.#singleHits++;
     }
     return scopes;
   }
@@ -526,7 +552,8 @@ export class Throttler<R = unknown> {
       const entry = this.#entries.get(scope) ?? this.#entry(scope);
       entry.manager.recordDone(now, result);
       this.#changed(scope, entry, now);
-      this.#dirty.push(scope);
+      // A scope that never queued a request has nothing to pump (#pumpScope returns at once).
+      if (entry.waiting !== undefined) this.#dirty.push(scope);
     }
     this.#sinceSweep++;
     this.#drain();
@@ -582,9 +609,10 @@ export class Throttler<R = unknown> {
     const now = this.scheduler.now();
     const names = ticket.claims.names;
     const amounts = ticket.claims.amounts ?? NO_AMOUNTS;
+    let entry: ScopeEntry | undefined;
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
-      const entry = this.#entry(scope);
+      entry = this.#entry(scope);
       if (entry.waiting !== undefined && entry.waiting.size > 0) {
         // Keep the order of the scope: behind those already waiting.
         entry.waiting.push(ticket);
@@ -599,11 +627,12 @@ export class Throttler<R = unknown> {
         return false;
       }
     }
-    this.#start(ticket, now);
+    this.#start(ticket, now, entry);
     return true;
   }
 
-  #start(ticket: GateTicket, decidedAt: number): void {
+  /** `only`: the entry of a single-scope ticket when the caller has it (saves a lookup). */
+  #start(ticket: GateTicket, decidedAt: number, only?: ScopeEntry): void {
     // Read the clock again: the send is recorded as close as possible to the
     // download's start, so "not before" times are measured from the real send.
     const now = Math.max(decidedAt, this.scheduler.now());
@@ -612,7 +641,7 @@ export class Throttler<R = unknown> {
     this.#active++;
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
-      const entry = this.#entries.get(scope)!;
+      const entry = only !== undefined && names.length === 1 ? only : this.#entries.get(scope)!;
       this.#touch(entry);
       entry.manager.recordSent(now, amounts[i]);
       if (amounts[i] === undefined) this.#checkQuotaAmounts(scope, entry.manager);
@@ -658,7 +687,7 @@ export class Throttler<R = unknown> {
       if (blockedEntry === undefined) {
         waiting.shift();
         this.#held--;
-        this.#start(ticket, now);
+        this.#start(ticket, now, entry);
         continue;
       }
       if (blockedEntry === entry) {
@@ -730,7 +759,7 @@ export class Throttler<R = unknown> {
     entry.timerAt = at;
     entry.timer = this.scheduler.schedule(() => {
       entry.timer = undefined;
-      entry.timerAt = Infinity;
+      entry.timerAt = 0;
       if (this.#entries.get(scope) !== entry) return;
       this.#dirty.push(scope);
       this.#drain();
@@ -741,7 +770,7 @@ export class Throttler<R = unknown> {
     if (entry.timer !== undefined) {
       entry.timer.unsubscribe();
       entry.timer = undefined;
-      entry.timerAt = Infinity;
+      entry.timerAt = 0;
     }
   }
 
@@ -761,12 +790,11 @@ export class Throttler<R = unknown> {
     entry = {
       scope,
       manager,
-      kind,
       waiting: undefined,
       timer: undefined,
-      timerAt: Infinity,
+      timerAt: 0,
       wake: undefined,
-      wakeAt: Infinity,
+      wakeAt: 0,
       older: this.#newest,
       newer: undefined,
     };
@@ -824,7 +852,7 @@ export class Throttler<R = unknown> {
       const next = entry.newer;
       const scope = entry.scope;
       const free = (entry.waiting === undefined || entry.waiting.size === 0) &&
-        !this.#watchers.has(scope) && entry.manager.isIdle(now, 0);
+        (this.#watchers.size === 0 || !this.#watchers.has(scope)) && entry.manager.isIdle(now, 0);
       if (free && (over > 0 || (maxIdle > 0 && entry.manager.isIdle(now, maxIdle)))) {
         this.#evict(scope, entry, over > 0 ? "limit" : "idle", now);
         over--;
@@ -861,7 +889,7 @@ export class Throttler<R = unknown> {
     entry.wake?.unsubscribe();
     this.#entries.delete(scope);
     this.#unlink(entry);
-    this.#stalled.delete(scope);
+    if (this.#stalled.size > 0) this.#stalled.delete(scope);
     if (this.#events.observed) this.#emit({ type: "scope-evicted", at: now, scope, reason });
   }
 
@@ -935,7 +963,7 @@ export class Throttler<R = unknown> {
       if (entry.wake !== undefined) {
         entry.wake.unsubscribe();
         entry.wake = undefined;
-        entry.wakeAt = Infinity;
+        entry.wakeAt = 0;
       }
       return;
     }
@@ -944,7 +972,7 @@ export class Throttler<R = unknown> {
     entry.wakeAt = at;
     entry.wake = this.scheduler.schedule(() => {
       entry.wake = undefined;
-      entry.wakeAt = Infinity;
+      entry.wakeAt = 0;
       if (this.#entries.get(scope) !== entry) return;
       const t = this.scheduler.now();
       this.#advance(scope, entry, t);
@@ -973,7 +1001,7 @@ export class Throttler<R = unknown> {
       if (entry.wake !== undefined) {
         entry.wake.unsubscribe();
         entry.wake = undefined;
-        entry.wakeAt = Infinity;
+        entry.wakeAt = 0;
       }
       if (entry.waiting === undefined || entry.waiting.size === 0) this.#clearTimer(entry);
     }
