@@ -44,36 +44,29 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   readonly config: ResolvedScopeConfig;
   readonly #random: () => number;
 
-  /** Configured delay; recovery goes back to it. */
-  #baseDelayMs: number;
   #delayMs: number;
   #concurrency: number;
   #active = 0;
-  #level = 0;
-  /** Start of the quiet window that recovery is counting. */
-  #quietSince = 0;
-  #holdUntil = 0;
-  /** When the last exponential backoff step was taken. */
-  #lastStepAt = -Infinity;
   #nextSendAt = 0;
-  /** A gap jitter may not shorten (a robots.txt Crawl-delay), or 0. */
-  #floorMs = 0;
   #lastActivity = 0;
-  // Quota of the current fixed window (NaN: no window open).
-  #quotaUsed = 0;
-  #quotaResetsAt = Number.NaN;
-  #quotaAmountSeen = false;
-  /** Rampup's arithmetic (lib/_rampup.ts), when the scope ramps up. */
-  #ramp: RampupController | undefined;
+  /**
+   * Backoff, holds, a floor, quota and rampup: created on first use, so a
+   * scope that only ever sends and completes (most of a broad crawl's) costs
+   * a small object.
+   */
+  #x: ScopeExtra | undefined;
 
   constructor(options: ScopeManagerOptions) {
     this.scope = options.scope;
     this.config = options.config;
     this.#random = options.random;
-    this.#baseDelayMs = options.config.delayMs;
     this.#delayMs = options.config.delayMs;
     this.#concurrency = options.config.concurrency;
     if (options.config.rampup !== undefined) this.enableRampup(options.config.rampup);
+  }
+
+  #more(): ScopeExtra {
+    return this.#x ??= new ScopeExtra(this.config.delayMs);
   }
 
   /**
@@ -86,39 +79,42 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
    */
   enableRampup(rampup: ResolvedRampup): void {
     const c = this.config;
-    const limits = {
+    const x = this.#more();
+    if (x.ramp !== undefined) {
+      x.ramp.config = rampup;
+      return;
+    }
+    x.ramp = new RampupController(rampup, {
       minConcurrency: c.minConcurrency,
       maxConcurrency: c.maxConcurrency,
       maxDelayMs: c.backoff.maxDelayMs,
       windowMs: c.backoff.windowMs,
       triggerCodes: c.backoff.httpCodes,
-    };
-    if (this.#ramp !== undefined) {
-      this.#ramp.config = rampup;
-      return;
-    }
-    this.#ramp = new RampupController(rampup, limits);
+    });
     this.#concurrency = c.minConcurrency;
   }
 
   /** Whether any request sent so far gave an amount for this scope (quota scopes warn when none does). */
   get quotaAmountSeen(): boolean {
-    return this.#quotaAmountSeen;
+    return this.#x?.quotaAmountSeen ?? false;
   }
 
   /** Whether rampup is probing this scope. */
   get rampup(): boolean {
-    return this.#ramp !== undefined;
+    return this.#x?.ramp !== undefined;
   }
 
   canSend(now: number, amount?: number): number {
     if (this.#active >= this.#concurrency) return Infinity;
-    let wait = this.#holdUntil - now;
-    const delayWait = this.#nextSendAt - now;
-    if (delayWait > wait) wait = delayWait;
-    if (amount !== undefined && amount > 0 && this.config.quota !== undefined) {
-      const quotaWait = this.#quotaWait(now, amount, this.config.quota);
-      if (quotaWait > wait) wait = quotaWait;
+    let wait = this.#nextSendAt - now;
+    const x = this.#x;
+    if (x !== undefined) {
+      const holdWait = x.holdUntil - now;
+      if (holdWait > wait) wait = holdWait;
+      if (amount !== undefined && amount > 0 && this.config.quota !== undefined) {
+        const quotaWait = quotaWaitOf(x, now, amount, this.config.quota);
+        if (quotaWait > wait) wait = quotaWait;
+      }
     }
     return wait > 0 ? wait : 0;
   }
@@ -126,42 +122,46 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   recordSent(now: number, amount?: number): void {
     this.#active++;
     this.#lastActivity = now;
-    this.#ramp?.onSent(now);
+    const x = amount !== undefined ? this.#more() : this.#x;
+    x?.ramp?.onSent(now);
+    const floor = x === undefined ? 0 : x.floorMs;
     const delay = this.#delayMs;
     if (delay > 0) {
       const gap = this.#jittered(delay);
-      this.#nextSendAt = now + (gap < this.#floorMs ? this.#floorMs : gap);
+      this.#nextSendAt = now + (gap < floor ? floor : gap);
     } else {
-      this.#nextSendAt = now + this.#floorMs;
+      this.#nextSendAt = now + floor;
     }
-    if (amount !== undefined) this.#quotaAmountSeen = true;
-    if (amount !== undefined && amount > 0 && this.config.quota !== undefined) {
-      if (Number.isNaN(this.#quotaResetsAt) || now >= this.#quotaResetsAt) {
-        this.#quotaResetsAt = now + this.config.windowMs;
-        this.#quotaUsed = 0;
+    if (x === undefined || amount === undefined) return;
+    x.quotaAmountSeen = true;
+    if (amount > 0 && this.config.quota !== undefined) {
+      if (Number.isNaN(x.quotaResetsAt) || now >= x.quotaResetsAt) {
+        x.quotaResetsAt = now + this.config.windowMs;
+        x.quotaUsed = 0;
       }
-      this.#quotaUsed += amount;
+      x.quotaUsed += amount;
     }
   }
 
   recordDone(now: number, result?: DoneInfo): void {
     if (this.#active > 0) this.#active--;
     this.#lastActivity = now;
-    this.#ramp?.onDone(now, result);
+    this.#x?.ramp?.onDone(now, result);
   }
 
   recordBackoff(now: number, signal: BackoffSignal = {}): void {
     const b = this.config.backoff;
+    const x = this.#more();
     this.#lastActivity = now;
     if (signal.holdMs !== undefined && signal.holdMs > 0) {
       const hold = signal.uncapped === true ? signal.holdMs : Math.min(signal.holdMs, b.maxDelayMs);
-      if (now + hold > this.#holdUntil) this.#holdUntil = now + hold;
+      if (now + hold > x.holdUntil) x.holdUntil = now + hold;
     }
-    if (this.#ramp !== undefined && this.#level === 0) {
+    if (x.ramp !== undefined && x.level === 0) {
       // Rampup's cut of the achieved rate replaces the exponential step
       // (lib/_rampup.ts); a tolerated trigger only holds.
       const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
-      if (this.#ramp.onTrigger(now, knobs, this.#active) !== undefined) {
+      if (x.ramp.onTrigger(now, knobs, this.#active) !== undefined) {
         this.#delayMs = knobs.delayMs;
         this.#concurrency = knobs.concurrency;
         const next = now + this.#jittered(this.#delayMs);
@@ -173,11 +173,11 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     // A request sent before the last step was already on its way when the
     // scope slowed down: its 429 reports the same overload, not a new one (as
     // TCP cuts its window once per loss event, not once per lost segment).
-    if (signal.sentAt !== undefined && signal.sentAt < this.#lastStepAt) return;
+    if (signal.sentAt !== undefined && signal.sentAt < x.lastStepAt) return;
     this.#delayMs = Math.min(b.maxDelayMs, Math.max(b.minDelayMs, this.#delayMs * b.delayFactor));
-    this.#level++;
-    this.#quietSince = now;
-    this.#lastStepAt = now;
+    x.level++;
+    x.quietSince = now;
+    x.lastStepAt = now;
     // The next send was timed with the old delay when the last request went
     // out; without this a request slips through right after a 429.
     const next = now + this.#jittered(this.#delayMs);
@@ -187,21 +187,23 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   reconcileQuota(now: number, r: QuotaReconciliation): void {
     const quota = this.config.quota;
     if (quota === undefined) return;
-    if (Number.isNaN(this.#quotaResetsAt) || now >= this.#quotaResetsAt) {
-      this.#quotaResetsAt = now + this.config.windowMs;
-      this.#quotaUsed = 0;
+    const x = this.#more();
+    if (Number.isNaN(x.quotaResetsAt) || now >= x.quotaResetsAt) {
+      x.quotaResetsAt = now + this.config.windowMs;
+      x.quotaUsed = 0;
     }
     if (r.remaining !== undefined && Number.isFinite(r.remaining)) {
-      this.#quotaUsed = Math.max(0, quota - r.remaining);
+      x.quotaUsed = Math.max(0, quota - r.remaining);
     } else if (r.consumed !== undefined && Number.isFinite(r.consumed)) {
-      this.#quotaUsed = Math.max(0, this.#quotaUsed + r.consumed);
+      x.quotaUsed = Math.max(0, x.quotaUsed + r.consumed);
     }
   }
 
   setBaseDelay(delayMs: number, options?: BaseDelayOptions): void {
-    const wasAtBase = this.#level === 0;
-    this.#baseDelayMs = delayMs;
-    this.#floorMs = options?.floor === true ? delayMs : 0;
+    const x = this.#more();
+    const wasAtBase = x.level === 0;
+    x.baseDelayMs = delayMs;
+    x.floorMs = options?.floor === true ? delayMs : 0;
     if (wasAtBase || this.#delayMs < delayMs) this.#delayMs = delayMs;
   }
 
@@ -210,38 +212,42 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   }
 
   isIdle(now: number, maxIdleMs: number): boolean {
-    return this.#active === 0 && this.#level === 0 && this.#holdUntil <= now &&
+    const x = this.#x;
+    return this.#active === 0 && (x === undefined || (x.level === 0 && x.holdUntil <= now)) &&
       now - this.#lastActivity >= maxIdleMs;
   }
 
   nextWakeAt(now: number): number | undefined {
+    const x = this.#x;
+    if (x === undefined) return undefined;
     let at = Infinity;
-    if (this.#level > 0) at = this.#quietSince + this.config.backoff.windowMs;
-    const ramp = this.#ramp;
+    if (x.level > 0) at = x.quietSince + this.config.backoff.windowMs;
+    const ramp = x.ramp;
     if (ramp !== undefined) {
       if (ramp.hasPending) return now;
       const end = ramp.nextWakeAt();
       if (end !== undefined && end < at) at = end;
     }
-    if (this.#holdUntil > now && this.#holdUntil < at) at = this.#holdUntil;
+    if (x.holdUntil > now && x.holdUntil < at) at = x.holdUntil;
     return at === Infinity ? undefined : Math.max(at, now);
   }
 
   advance(now: number): readonly ScopeStep[] {
+    const x = this.#x;
+    if (x === undefined || (x.level === 0 && x.ramp === undefined)) return NO_STEPS;
     const window = this.config.backoff.windowMs;
-    if (this.#level === 0 && this.#ramp === undefined) return NO_STEPS;
     const steps: ScopeStep[] = [];
-    while (this.#level > 0 && window > 0 && now >= this.#quietSince + window) {
-      this.#quietSince += window;
-      this.#level--;
-      this.#delayMs = this.#level === 0
-        ? this.#baseDelayMs
-        : Math.max(this.#baseDelayMs, this.#delayMs / this.config.backoff.delayFactor);
-      steps.push({ kind: "recovery", delayMs: this.#delayMs, level: this.#level });
+    while (x.level > 0 && window > 0 && now >= x.quietSince + window) {
+      x.quietSince += window;
+      x.level--;
+      this.#delayMs = x.level === 0
+        ? x.baseDelayMs
+        : Math.max(x.baseDelayMs, this.#delayMs / this.config.backoff.delayFactor);
+      steps.push({ kind: "recovery", delayMs: this.#delayMs, level: x.level });
     }
-    if (this.#ramp !== undefined && this.#level === 0) {
+    if (x.ramp !== undefined && x.level === 0) {
       const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
-      this.#ramp.advance(now, knobs, steps);
+      x.ramp.advance(now, knobs, steps);
       this.#delayMs = knobs.delayMs;
       this.#concurrency = knobs.concurrency;
     }
@@ -250,37 +256,67 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
 
   state(now: number): ScopeState {
     const quota = this.config.quota;
-    const windowOpen = !Number.isNaN(this.#quotaResetsAt) && now < this.#quotaResetsAt;
+    const x = this.#x;
+    const resetsAt = x === undefined ? Number.NaN : x.quotaResetsAt;
+    const windowOpen = !Number.isNaN(resetsAt) && now < resetsAt;
+    const holdUntil = x === undefined ? 0 : x.holdUntil;
     return {
       scope: this.scope,
       delayMs: this.#delayMs,
-      baseDelayMs: this.#baseDelayMs,
+      baseDelayMs: x === undefined ? this.config.delayMs : x.baseDelayMs,
       concurrency: this.#concurrency,
       active: this.#active,
-      backoffLevel: this.#level,
-      holdUntil: this.#holdUntil > now ? this.#holdUntil : 0,
+      backoffLevel: x === undefined ? 0 : x.level,
+      holdUntil: holdUntil > now ? holdUntil : 0,
       nextSendAt: this.#nextSendAt > now ? this.#nextSendAt : 0,
       quota: quota === undefined ? undefined : {
         limit: quota,
-        used: windowOpen ? this.#quotaUsed : 0,
-        resetsAt: windowOpen ? this.#quotaResetsAt : 0,
+        used: windowOpen ? x!.quotaUsed : 0,
+        resetsAt: windowOpen ? resetsAt : 0,
       },
-      rampup: this.#ramp !== undefined,
+      rampup: x?.ramp !== undefined,
     };
   }
 
-  #quotaWait(now: number, amount: number, quota: number): number {
-    if (Number.isNaN(this.#quotaResetsAt) || now >= this.#quotaResetsAt) return 0;
-    // An oversized request still goes through an empty window, or it would wait forever.
-    if (this.#quotaUsed > 0 && this.#quotaUsed + amount > quota) return this.#quotaResetsAt - now;
-    return 0;
-  }
-
   #jittered(delay: number): number {
-    const [lo, hi] = this.#level > 0 ? this.config.backoff.jitter : this.config.jitter;
+    const x = this.#x;
+    const [lo, hi] = x !== undefined && x.level > 0
+      ? this.config.backoff.jitter
+      : this.config.jitter;
     if (lo === 0 && hi === 0) return delay;
     return delay * (1 + lo + (hi - lo) * this.#random());
   }
+}
+
+/** The state of a scope beyond sending and completing (see `ThrottlingScopeManager.#x`). */
+class ScopeExtra {
+  /** Configured delay; recovery goes back to it. */
+  baseDelayMs: number;
+  level = 0;
+  /** Start of the quiet window that recovery is counting. */
+  quietSince = 0;
+  holdUntil = 0;
+  /** When the last exponential backoff step was taken. */
+  lastStepAt = -Infinity;
+  /** A gap jitter may not shorten (a robots.txt Crawl-delay), or 0. */
+  floorMs = 0;
+  // Quota of the current fixed window (NaN: no window open).
+  quotaUsed = 0;
+  quotaResetsAt = Number.NaN;
+  quotaAmountSeen = false;
+  /** Rampup's arithmetic (lib/_rampup.ts), when the scope ramps up. */
+  ramp: RampupController | undefined = undefined;
+
+  constructor(baseDelayMs: number) {
+    this.baseDelayMs = baseDelayMs;
+  }
+}
+
+function quotaWaitOf(x: ScopeExtra, now: number, amount: number, quota: number): number {
+  if (Number.isNaN(x.quotaResetsAt) || now >= x.quotaResetsAt) return 0;
+  // An oversized request still goes through an empty window, or it would wait forever.
+  if (x.quotaUsed > 0 && x.quotaUsed + amount > quota) return x.quotaResetsAt - now;
+  return 0;
 }
 
 const NO_STEPS: readonly ScopeStep[] = [];
