@@ -68,24 +68,33 @@ export interface GateTicket {
   readonly owner: object;
   /**
    * Called once, when the request has been counted against all its scopes and
-   * may start; `sentAt` is the time its send was recorded at.
+   * may start; `sentAt` is the time its send was recorded at. `slot` is an
+   * opaque token to give back to `release` (it spares a lookup there).
    */
-  readonly start: (sentAt: number) => void;
+  readonly start: (sentAt: number, slot?: object) => void;
 }
 
 interface ScopeEntry {
   readonly scope: string;
   readonly manager: ThrottlingScopeManagerProtocol;
   waiting: Deque<GateTicket> | undefined;
-  timer: Subscription | undefined;
-  /** When `timer` fires; read only while it is set (0 otherwise: a small integer costs no heap number). */
-  timerAt: number;
-  wake: Subscription | undefined;
-  /** When `wake` fires; read only while it is set. */
-  wakeAt: number;
+  /** Made when a timer is first armed: most scopes of a broad crawl never need one. */
+  timers: EntryTimers | undefined;
   /** Neighbours in the least-recently-used list (older, newer). */
   older: ScopeEntry | undefined;
   newer: ScopeEntry | undefined;
+}
+
+/** A scope's timers. */
+interface EntryTimers {
+  /** Looks at the waiting requests again. */
+  timer: Subscription | undefined;
+  /** When `timer` fires; read only while it is set. */
+  timerAt: number;
+  /** Lets the manager change by itself (recovery, rampup, end of a hold). */
+  wake: Subscription | undefined;
+  /** When `wake` fires; read only while it is set. */
+  wakeAt: number;
 }
 
 const NO_AMOUNTS: readonly (number | undefined)[] = [];
@@ -542,14 +551,21 @@ export class Throttler<R = unknown> {
     this.#flushChanges();
   }
 
-  /** @internal A started request settled: free its slot in every scope. */
-  release(scopes: RequestScopes, result?: DoneInfo): void {
+  /**
+   * @internal A started request settled: free its slot in every scope.
+   * `slot` is what `GateTicket.start` was given, if kept.
+   */
+  release(scopes: RequestScopes, result?: DoneInfo, slot?: object): void {
     const now = this.scheduler.now();
     this.#active--;
     const names = scopes.names;
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
-      const entry = this.#entries.get(scope) ?? this.#entry(scope);
+      const held = slot as ScopeEntry | undefined;
+      const entry = held !== undefined && names.length === 1 && held.scope === scope &&
+          this.#isLive(held)
+        ? held
+        : this.#entries.get(scope) ?? this.#entry(scope);
       entry.manager.recordDone(now, result);
       this.#changed(scope, entry, now);
       // A scope that never queued a request has nothing to pump (#pumpScope returns at once).
@@ -639,15 +655,16 @@ export class Throttler<R = unknown> {
     const names = ticket.claims.names;
     const amounts = ticket.claims.amounts ?? NO_AMOUNTS;
     this.#active++;
+    let entry: ScopeEntry | undefined;
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
-      const entry = only !== undefined && names.length === 1 ? only : this.#entries.get(scope)!;
+      entry = only !== undefined && names.length === 1 ? only : this.#entries.get(scope)!;
       this.#touch(entry);
       entry.manager.recordSent(now, amounts[i]);
       if (amounts[i] === undefined) this.#checkQuotaAmounts(scope, entry.manager);
       this.#changed(scope, entry, now);
     }
-    ticket.start(now);
+    ticket.start(now, names.length === 1 ? entry : undefined);
   }
 
   /** Start waiting tickets of a scope while its head can go. */
@@ -752,14 +769,15 @@ export class Throttler<R = unknown> {
   }
 
   #armTimer(scope: string, entry: ScopeEntry, at: number): void {
-    if (entry.timer !== undefined) {
-      if (entry.timerAt <= at) return;
-      entry.timer.unsubscribe();
+    const t = entry.timers ??= newTimers();
+    if (t.timer !== undefined) {
+      if (t.timerAt <= at) return;
+      t.timer.unsubscribe();
     }
-    entry.timerAt = at;
-    entry.timer = this.scheduler.schedule(() => {
-      entry.timer = undefined;
-      entry.timerAt = 0;
+    t.timerAt = at;
+    t.timer = this.scheduler.schedule(() => {
+      t.timer = undefined;
+      t.timerAt = 0;
       if (this.#entries.get(scope) !== entry) return;
       this.#dirty.push(scope);
       this.#drain();
@@ -767,10 +785,20 @@ export class Throttler<R = unknown> {
   }
 
   #clearTimer(entry: ScopeEntry): void {
-    if (entry.timer !== undefined) {
-      entry.timer.unsubscribe();
-      entry.timer = undefined;
-      entry.timerAt = 0;
+    const t = entry.timers;
+    if (t !== undefined && t.timer !== undefined) {
+      t.timer.unsubscribe();
+      t.timer = undefined;
+      t.timerAt = 0;
+    }
+  }
+
+  #clearWake(entry: ScopeEntry): void {
+    const t = entry.timers;
+    if (t !== undefined && t.wake !== undefined) {
+      t.wake.unsubscribe();
+      t.wake = undefined;
+      t.wakeAt = 0;
     }
   }
 
@@ -791,10 +819,7 @@ export class Throttler<R = unknown> {
       scope,
       manager,
       waiting: undefined,
-      timer: undefined,
-      timerAt: 0,
-      wake: undefined,
-      wakeAt: 0,
+      timers: undefined,
       older: this.#newest,
       newer: undefined,
     };
@@ -876,6 +901,11 @@ export class Throttler<R = unknown> {
     this.#newest = entry;
   }
 
+  /** Whether an entry is still in the store (an evicted one is out of the list). */
+  #isLive(entry: ScopeEntry): boolean {
+    return entry.older !== undefined || this.#oldest === entry;
+  }
+
   #unlink(entry: ScopeEntry): void {
     if (entry.older !== undefined) entry.older.newer = entry.newer;
     else if (this.#oldest === entry) this.#oldest = entry.newer;
@@ -885,8 +915,11 @@ export class Throttler<R = unknown> {
   }
 
   #evict(scope: string, entry: ScopeEntry, reason: "idle" | "limit", now: number): void {
-    this.#clearTimer(entry);
-    entry.wake?.unsubscribe();
+    const t = entry.timers;
+    if (t !== undefined) {
+      this.#clearTimer(entry);
+      t.wake?.unsubscribe();
+    }
     this.#entries.delete(scope);
     this.#unlink(entry);
     if (this.#stalled.size > 0) this.#stalled.delete(scope);
@@ -960,19 +993,16 @@ export class Throttler<R = unknown> {
   #armWake(scope: string, entry: ScopeEntry, now: number): void {
     const at = entry.manager.nextWakeAt!(now);
     if (at === undefined) {
-      if (entry.wake !== undefined) {
-        entry.wake.unsubscribe();
-        entry.wake = undefined;
-        entry.wakeAt = 0;
-      }
+      this.#clearWake(entry);
       return;
     }
-    if (entry.wake !== undefined && entry.wakeAt === at) return;
-    entry.wake?.unsubscribe();
-    entry.wakeAt = at;
-    entry.wake = this.scheduler.schedule(() => {
-      entry.wake = undefined;
-      entry.wakeAt = 0;
+    const w = entry.timers ??= newTimers();
+    if (w.wake !== undefined && w.wakeAt === at) return;
+    w.wake?.unsubscribe();
+    w.wakeAt = at;
+    w.wake = this.scheduler.schedule(() => {
+      w.wake = undefined;
+      w.wakeAt = 0;
       if (this.#entries.get(scope) !== entry) return;
       const t = this.scheduler.now();
       this.#advance(scope, entry, t);
@@ -998,11 +1028,8 @@ export class Throttler<R = unknown> {
     this.#attached--;
     if (this.#attached > 0) return;
     for (const entry of this.#entries.values()) {
-      if (entry.wake !== undefined) {
-        entry.wake.unsubscribe();
-        entry.wake = undefined;
-        entry.wakeAt = 0;
-      }
+      if (entry.timers === undefined) continue;
+      this.#clearWake(entry);
       if (entry.waiting === undefined || entry.waiting.size === 0) this.#clearTimer(entry);
     }
   }
@@ -1088,6 +1115,10 @@ function formatAt(at: number): string {
 function formatMs(ms: number): string {
   if (ms === 0) return "0s";
   return ms < 1000 ? `${Math.round(ms * 10) / 10}ms` : `${Math.round(ms) / 1000}s`;
+}
+
+function newTimers(): EntryTimers {
+  return { timer: undefined, timerAt: 0, wake: undefined, wakeAt: 0 };
 }
 
 function addIpScope(scopes: RequestScopes, ip: string): RequestScopes {

@@ -251,8 +251,8 @@ class Ticket<R, T> implements GateTicket {
     return this.gate;
   }
 
-  start(sentAt: number): void {
-    new Flight(this.gate, this.request, this.attempt, this.claims).start(sentAt);
+  start(sentAt: number, slot?: object): void {
+    new Flight(this.gate, this.request, this.attempt, this.claims, slot).start(sentAt);
   }
 }
 
@@ -263,6 +263,8 @@ class Flight<R, T> implements DownloadContext {
   readonly attempt: number;
   readonly scopes: readonly string[];
   readonly claims: RequestScopes;
+  /** The throttler's token for `release`. */
+  readonly slot: object | undefined;
   settled = false;
   sentAt = 0;
   controller: AbortController | undefined;
@@ -270,12 +272,19 @@ class Flight<R, T> implements DownloadContext {
   prev: Flight<R, T> | undefined;
   next: Flight<R, T> | undefined;
 
-  constructor(gate: Gate<R, T>, request: R, attempt: number, claims: RequestScopes) {
+  constructor(
+    gate: Gate<R, T>,
+    request: R,
+    attempt: number,
+    claims: RequestScopes,
+    slot: object | undefined,
+  ) {
     this.gate = gate;
     this.request = request;
     this.attempt = attempt;
     this.claims = claims;
     this.scopes = claims.names;
+    this.slot = slot;
   }
 
   get signal(): AbortSignal {
@@ -385,7 +394,7 @@ class Flight<R, T> implements DownloadContext {
     // Emitted before the slot is freed: backoff recorded downstream must be
     // in place before this scope's next request can be released.
     gate.emit(outcome);
-    throttler.release(this.claims, { latencyMs, status });
+    throttler.release(this.claims, { latencyMs, status }, this.slot);
     gate.maybeComplete();
   }
 
@@ -395,7 +404,7 @@ class Flight<R, T> implements DownloadContext {
     this.settled = true;
     this.inner?.unsubscribe();
     this.controller?.abort(new DOMException("The pipeline was unsubscribed", "AbortError"));
-    this.gate.throttler.release(this.claims);
+    this.gate.throttler.release(this.claims, undefined, this.slot);
   }
 
   #unlink(): void {
