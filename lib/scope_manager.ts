@@ -129,9 +129,13 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     if (delay > 0) {
       const gap = this.#jittered(delay);
       this.#nextSendAt = now + (gap < floor ? floor : gap);
-    } else {
+    } else if (floor > 0 || this.#nextSendAt > now) {
       this.#nextSendAt = now + floor;
     }
+    // Else (no delay, no floor, no later time set): a `#nextSendAt` of `now`
+    // would never be read as a wait (it is never after a later `now`), so the
+    // old value, also in the past, stays: in a broad crawl the field stays a
+    // small integer, not a heap number per scope.
     if (x === undefined || amount === undefined) return;
     x.quotaAmountSeen = true;
     if (amount > 0 && this.config.quota !== undefined) {
