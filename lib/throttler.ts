@@ -85,6 +85,22 @@ interface ScopeEntry {
   newer: ScopeEntry | undefined;
 }
 
+/**
+ * The entry of a scope with the default manager: the manager and the
+ * throttler's bookkeeping in one object (one object fewer per scope, which a
+ * broad crawl keeps by the hundred thousand).
+ */
+class DefaultScopeEntry extends ThrottlingScopeManager implements ScopeEntry {
+  waiting: Deque<GateTicket> | undefined = undefined;
+  timers: EntryTimers | undefined = undefined;
+  older: ScopeEntry | undefined = undefined;
+  newer: ScopeEntry | undefined = undefined;
+
+  get manager(): ThrottlingScopeManagerProtocol {
+    return this;
+  }
+}
+
 /** A scope's timers. */
 interface EntryTimers {
   /** Looks at the waiting requests again. */
@@ -812,17 +828,19 @@ export class Throttler<R = unknown> {
       if (rule !== undefined) config = { ...config, rampup: rule.rampup };
     }
     const factory = config.manager ?? this.#factory;
-    const manager = factory !== undefined
-      ? factory({ scope, config, random: this.#random })
-      : new ThrottlingScopeManager({ scope, config, random: this.#random });
-    entry = {
-      scope,
-      manager,
-      waiting: undefined,
-      timers: undefined,
-      older: this.#newest,
-      newer: undefined,
-    };
+    if (factory !== undefined) {
+      entry = {
+        scope,
+        manager: factory({ scope, config, random: this.#random }),
+        waiting: undefined,
+        timers: undefined,
+        older: this.#newest,
+        newer: undefined,
+      };
+    } else {
+      entry = new DefaultScopeEntry({ scope, config, random: this.#random });
+      entry.older = this.#newest;
+    }
     this.#entries.set(scope, entry);
     if (this.#newest !== undefined) this.#newest.newer = entry;
     else this.#oldest = entry;
