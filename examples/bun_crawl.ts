@@ -87,6 +87,9 @@ export async function main(
     const throttler = createThrottler<string>({
       concurrentRequestsPerDomain: 4,
       backoff: { minDelayMs: 100, windowMs: 2_000 },
+      // Four at a time against a cap of two: a page can meet several 503s in a
+      // row before backoff has slowed the scope enough; give it room to retry.
+      retry: { times: 8 },
     });
     const started = throttler.scheduler.now();
     const outcomes = await lastValueFrom(

@@ -72,6 +72,7 @@ export async function main(
       downloadDelayMs: 40,
       jitter: 0,
       backoff: { minDelayMs: 80, windowMs: 1_000, jitter: 0 },
+      retry: { times: 8 }, // a page may meet a few 429s in a row: let it try again
     });
     const started = throttler.scheduler.now();
     const outcomes = await lastValueFrom(

@@ -70,6 +70,7 @@ export async function main(
       concurrentRequestsPerDomain: 4,
       // A first backoff step of 100 ms (not 1 s), recovering after 1 s without trouble.
       backoff: { minDelayMs: 100, windowMs: 500 },
+      retry: { times: 8 }, // a page may meet a few refusals in a row: let it try again
     });
     const queue = new RequestQueue<string>({
       view: throttler,
