@@ -1,5 +1,5 @@
 /**
- * A FIFO queue on a growable ring buffer: O(1) push, shift and peek, where
+ * A double-ended queue on a growable ring buffer: O(1) push, shift, pop and peek, where
  * `Array.prototype.shift` would be O(n) on the long waiting lists of a busy
  * gate.
  */
@@ -22,6 +22,29 @@ export class Deque<T> {
     return this.#size === 0 ? undefined : this.#items[this.#head];
   }
 
+  /** The last item, or `undefined` when empty. */
+  last(): T | undefined {
+    return this.#size === 0
+      ? undefined
+      : this.#items[(this.#head + this.#size - 1) & (this.#items.length - 1)];
+  }
+
+  /** Remove and return the last item (LIFO use). */
+  pop(): T | undefined {
+    if (this.#size === 0) return undefined;
+    const i = (this.#head + this.#size - 1) & (this.#items.length - 1);
+    const item = this.#items[i];
+    this.#items[i] = undefined;
+    this.#size--;
+    return item;
+  }
+
+  *[Symbol.iterator](): IterableIterator<T> {
+    for (let i = 0; i < this.#size; i++) {
+      yield this.#items[(this.#head + i) & (this.#items.length - 1)] as T;
+    }
+  }
+
   shift(): T | undefined {
     if (this.#size === 0) return undefined;
     const item = this.#items[this.#head];
@@ -31,7 +54,7 @@ export class Deque<T> {
     return item;
   }
 
-  /** Remove every item for which `drop` is true, keeping the order of the rest. */
+  /** Keep only the items for which `keep` is true, in order. */
   filterInPlace(keep: (item: T) => boolean): void {
     const kept: T[] = [];
     for (let i = 0; i < this.#size; i++) {

@@ -6,66 +6,7 @@
  *
  * @module
  */
-
-/** A growable ring buffer: O(1) push and pop at both ends. */
-export class Deque<T> {
-  #buf: (T | undefined)[] = new Array(4);
-  #head = 0;
-  #size = 0;
-
-  get size(): number {
-    return this.#size;
-  }
-
-  push(value: T): void {
-    if (this.#size === this.#buf.length) this.#grow();
-    this.#buf[(this.#head + this.#size) & (this.#buf.length - 1)] = value;
-    this.#size++;
-  }
-
-  shift(): T | undefined {
-    if (this.#size === 0) return undefined;
-    const v = this.#buf[this.#head];
-    this.#buf[this.#head] = undefined;
-    this.#head = (this.#head + 1) & (this.#buf.length - 1);
-    this.#size--;
-    return v;
-  }
-
-  pop(): T | undefined {
-    if (this.#size === 0) return undefined;
-    const i = (this.#head + this.#size - 1) & (this.#buf.length - 1);
-    const v = this.#buf[i];
-    this.#buf[i] = undefined;
-    this.#size--;
-    return v;
-  }
-
-  first(): T | undefined {
-    return this.#size === 0 ? undefined : this.#buf[this.#head];
-  }
-
-  last(): T | undefined {
-    return this.#size === 0
-      ? undefined
-      : this.#buf[(this.#head + this.#size - 1) & (this.#buf.length - 1)];
-  }
-
-  *[Symbol.iterator](): IterableIterator<T> {
-    for (let i = 0; i < this.#size; i++) {
-      yield this.#buf[(this.#head + i) & (this.#buf.length - 1)] as T;
-    }
-  }
-
-  #grow(): void {
-    const next: (T | undefined)[] = new Array(this.#buf.length * 2);
-    for (let i = 0; i < this.#size; i++) {
-      next[i] = this.#buf[(this.#head + i) & (this.#buf.length - 1)];
-    }
-    this.#buf = next;
-    this.#head = 0;
-  }
-}
+import { Deque } from "./_deque.ts";
 
 /** What a bucket holds: anything with a priority and a start flag. */
 export interface BucketItem {
@@ -108,8 +49,8 @@ export class PriorityBuckets<T extends BucketItem> {
   peek(): T | undefined {
     const level = this.#levels[0];
     if (level === undefined) return undefined;
-    if (level.regular.size > 0) return this.#fifo ? level.regular.first() : level.regular.last();
-    return level.start?.first();
+    if (level.regular.size > 0) return this.#fifo ? level.regular.peek() : level.regular.last();
+    return level.start?.peek();
   }
 
   pop(): T | undefined {

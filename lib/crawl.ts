@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { isPromiseLike } from "./_is_promise_like.ts";
 import { identity, Observable, type OperatorFunction } from "rxjs";
 import type { Outcome } from "./outcome.ts";
 import { InvalidRequestError } from "./download_errors.ts";
@@ -127,9 +128,4 @@ export function crawl<R, T>(options: CrawlOptions<R, T>): Observable<Outcome<R, 
       subscription.unsubscribe();
     };
   });
-}
-
-function isPromiseLike<T>(value: unknown): value is PromiseLike<T> {
-  return typeof value === "object" && value !== null &&
-    typeof (value as { then?: unknown }).then === "function";
 }

@@ -180,11 +180,6 @@ export class JobDir {
     return this.#completionsSinceCompaction;
   }
 
-  /** Bytes buffered and not yet written. */
-  get bufferedBytes(): number {
-    return this.#bufferedBytes;
-  }
-
   /** Writes the buffered records (one `write(2)`; `fsync` too when so configured). */
   flush(): void {
     if (this.#closed || this.#buffer.length === 0) return;

@@ -1231,7 +1231,7 @@ function requestBodyOf(request: unknown): string {
 function describe(value: unknown): string {
   let s: string;
   try {
-    s = typeof value === "string" ? JSON.stringify(value) : JSON.stringify(value) ?? String(value);
+    s = JSON.stringify(value) ?? String(value);
   } catch {
     s = String(value);
   }

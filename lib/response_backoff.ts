@@ -11,6 +11,7 @@ import {
   type HeadersLike,
   headerValue,
   parseHttpDate,
+  type QuotaRemaining,
   quotaRemaining,
   serverDelayMs,
 } from "./rate_limit_headers.ts";
@@ -101,6 +102,7 @@ export function defaultResponseBackoff(
   const classified = outcome.kind === "error" ? classifyDownloadError(outcome.error) : undefined;
   const result: Record<string, ScopeBackoff> = {};
   let serverNow: number | undefined;
+  let quota: QuotaRemaining | undefined | null = null;
   for (const scope of outcome.scopes) {
     const config = scopeConfigOf(throttler, scope);
     let trigger = false;
@@ -121,8 +123,9 @@ export function defaultResponseBackoff(
       }
     }
     if (config.quota !== undefined && headers !== undefined) {
-      const q = quotaRemaining(headers, nowEpochMs);
-      if (q !== undefined) entry = { ...entry, remaining: q.remaining };
+      // The same for every scope of the outcome: read once.
+      if (quota === null) quota = quotaRemaining(headers, nowEpochMs);
+      if (quota !== undefined) entry = { ...entry, remaining: quota.remaining };
     }
     result[scope] = entry;
   }

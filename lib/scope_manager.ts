@@ -70,7 +70,8 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   }
 
   /**
-   * Turn rampup on (the `rampup` operator does this for scopes it sees). The
+   * Turn rampup on (`Throttler.enableRampup`, which the `rampup` operator
+   * calls, does this for the scopes in memory and new ones). The
    * scope then starts over from `minConcurrency`; requests in flight finish.
    * Already ramping: the new options apply from the next window, and what was
    * learned is kept.

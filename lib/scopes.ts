@@ -1,8 +1,8 @@
 /**
  * A request's throttling scopes: how they are written (`ScopesInput`), how the
- * throttler holds them (`RequestScopes`), the default (the URL's host), and the
- * reference's helpers `addScope` and `scopeCache`. The default scope of a URL
- * (its host) is `hostScope` in `domain_scopes.ts`.
+ * throttler holds them (`RequestScopes`), and the reference's helpers
+ * `addScope` and `scopeCache`. The default scope of a URL (its host) is
+ * `hostScope` in `domain_scopes.ts`.
  *
  * @module
  */

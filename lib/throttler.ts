@@ -51,7 +51,10 @@ export interface ThrottlerOptions<R = unknown> {
    * reference's `get_scopes`); may be async. @default the URL's host
    */
   readonly getScopes?: (request: R) => ScopesInput | PromiseLike<ScopesInput>;
-  /** The scope manager of every scope without its own `manager`. @default ThrottlingScopeManager */
+  /**
+   * The scope manager of every scope without its own `manager`.
+   * @default autoThrottleManager when `autothrottle.enabled`, else ThrottlingScopeManager
+   */
   readonly scopeManager?: ScopeManagerFactory;
   /** Where `debug` lines go. @default console.error */
   readonly log?: (line: string) => void;
@@ -307,7 +310,7 @@ export class Throttler<R = unknown> {
 
   /** The configuration a scope gets (its own entry, its host's, or the defaults for its kind). */
   scopeConfig(scope: string): ResolvedScopeConfig {
-    return resolveScopeConfig(this.settings, scope);
+    return this.#resolveConfig(scope, scopeKind(scope));
   }
 
   /** The manager of a scope, created from its configuration when first needed. */
@@ -383,7 +386,7 @@ export class Throttler<R = unknown> {
     const now = this.scheduler.now();
     this.#advance(scope, entry, now);
     entry.manager.recordBackoff(now, signal);
-    if (this.#events.observed || this.settings.debug) {
+    if (this.observed) {
       const s = this.#stateOf(scope, entry);
       this.#emit({
         type: "backoff",
@@ -540,9 +543,10 @@ export class Throttler<R = unknown> {
   /** Requests in flight across these scopes (for least-loaded ordering). */
   load(scopes: readonly string[]): number {
     let n = 0;
+    const now = this.scheduler.now();
     for (const scope of scopes) {
       const entry = this.#entries.get(scope);
-      if (entry !== undefined) n += entry.manager.state?.(this.scheduler.now()).active ?? 0;
+      if (entry !== undefined) n += entry.manager.state?.(now).active ?? 0;
     }
     return n;
   }
@@ -581,7 +585,7 @@ export class Throttler<R = unknown> {
       const entry = held !== undefined && names.length === 1 && held.scope === scope &&
           this.#isLive(held)
         ? held
-        : this.#entries.get(scope) ?? this.#entry(scope);
+        : this.#entry(scope);
       entry.manager.recordDone(now, result);
       this.#changed(scope, entry, now);
       // A scope that never queued a request has nothing to pump (#pumpScope returns at once).
@@ -635,7 +639,7 @@ export class Throttler<R = unknown> {
       this.#active >= this.settings.concurrentRequests || (!fromGlobal && this.#global.size > 0)
     ) {
       this.#global.push(ticket);
-      if (this.#events.observed) this.#delayed(undefined, "global", Infinity);
+      if (this.observed) this.#delayed(undefined, "global", Infinity);
       return false;
     }
     const now = this.scheduler.now();
@@ -655,7 +659,7 @@ export class Throttler<R = unknown> {
       if (wait > 0) {
         (entry.waiting ??= new Deque()).push(ticket);
         if (wait !== Infinity) this.#armTimer(scope, entry, now + wait);
-        if (this.#events.observed) this.#delayed(scope, this.#reason(entry, now, wait), wait);
+        if (this.observed) this.#delayed(scope, this.#reason(entry, now, wait), wait);
         return false;
       }
     }
@@ -845,9 +849,7 @@ export class Throttler<R = unknown> {
     if (this.#newest !== undefined) this.#newest.newer = entry;
     else this.#oldest = entry;
     this.#newest = entry;
-    if (this.#events.observed) {
-      this.#emit({ type: "scope-created", at: this.scheduler.now(), scope });
-    }
+    if (this.observed) this.#emit({ type: "scope-created", at: this.scheduler.now(), scope });
     this.#sinceSweep++;
     return entry;
   }
@@ -941,7 +943,7 @@ export class Throttler<R = unknown> {
     this.#entries.delete(scope);
     this.#unlink(entry);
     if (this.#stalled.size > 0) this.#stalled.delete(scope);
-    if (this.#events.observed) this.#emit({ type: "scope-evicted", at: now, scope, reason });
+    if (this.observed) this.#emit({ type: "scope-evicted", at: now, scope, reason });
   }
 
   #advance(scope: string, entry: ScopeEntry, now: number): void {

@@ -7,6 +7,7 @@ import { Observable, type OperatorFunction } from "rxjs";
 import type { Outcome } from "../lib/outcome.ts";
 import type { RampupConfig } from "../lib/settings.ts";
 import type { Throttler } from "../lib/throttler.ts";
+import { resolveRampupOption } from "../lib/_rampup.ts";
 
 /** Options of {@link rampup}. */
 export interface RampupOptions extends RampupConfig {
@@ -58,7 +59,7 @@ export function rampup<R, T>(
     );
   }
   // Validate now, not at the first subscription.
-  throttler.enableRampup(() => false, config)();
+  resolveRampupOption(throttler.settings.rampup, config);
   return (source) =>
     new Observable<Outcome<R, T>>((subscriber) => {
       const stop = throttler.enableRampup(scopes ?? (() => true), config);

@@ -17,6 +17,7 @@ import { InvalidRequestError } from "../lib/download_errors.ts";
 import { requestMeta } from "../lib/request.ts";
 import type { RequestScopes } from "../lib/scopes.ts";
 import type { GateTicket, Throttler } from "../lib/throttler.ts";
+import { isPromiseLike } from "../lib/_is_promise_like.ts";
 import { RESUBMIT, type Resubmit } from "../lib/_resubmit.ts";
 import { takeRequestDelayed } from "../lib/_request_delay.ts";
 
@@ -414,13 +415,6 @@ class Flight<R, T> implements DownloadContext {
     if (this.next !== undefined) this.next.prev = this.prev;
     this.prev = this.next = undefined;
   }
-}
-
-function isPromiseLike<T>(value: unknown): value is PromiseLike<T> {
-  return value instanceof Promise ||
-    (typeof value === "object" && value !== null &&
-      typeof (value as { then?: unknown }).then === "function" &&
-      typeof (value as { subscribe?: unknown }).subscribe !== "function");
 }
 
 function errorName(error: unknown): string {
