@@ -43,6 +43,20 @@ export class Lru<V> {
     return slot.value;
   }
 
+  /**
+   * The value of a key that has not expired by `now` (its `expiresAt`),
+   * counting as a use; an expired entry is removed.
+   */
+  getFresh(key: string, now: number): V | undefined {
+    const value = this.get(key);
+    if (value === undefined) return undefined;
+    if (now >= (value as { readonly expiresAt: number }).expiresAt) {
+      this.#slots.delete(key);
+      return undefined;
+    }
+    return value;
+  }
+
   /** The value of a key without counting a use. */
   peek(key: string): V | undefined {
     return this.#slots.get(key)?.value;

@@ -164,15 +164,7 @@ export function createDnsCache(options: DnsCacheOptions = {}): DnsCache {
   // Approximate LRU (lib/_lru.ts): a hit costs a Map get.
   const entries = new Lru<Entry>(maxEntries);
 
-  const fresh = (key: string): Entry | undefined => {
-    const entry = entries.get(key);
-    if (entry === undefined) return undefined;
-    if (scheduler.now() >= entry.expiresAt) {
-      entries.delete(key);
-      return undefined;
-    }
-    return entry;
-  };
+  const fresh = (key: string): Entry | undefined => entries.getFresh(key, scheduler.now());
 
   const start = (key: string): Entry => {
     const entry: Entry = {

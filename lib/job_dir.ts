@@ -153,10 +153,7 @@ export class JobDir {
 
   /** Records an enqueued request (buffered). */
   enqueue(entry: JobDirEntry): void {
-    const l = enqueueLine(entry);
-    this.#buffer.push(l);
-    this.#bufferedBytes += l.length;
-    if (this.#bufferedBytes >= this.#flushBytes) this.flush();
+    this.#push(enqueueLine(entry));
   }
 
   /**
@@ -243,7 +240,11 @@ export class JobDir {
   }
 
   #append(record: unknown[]): void {
-    const l = line(record);
+    this.#push(line(record));
+  }
+
+  /** Buffer one log line; write the buffer out once it is large enough. */
+  #push(l: string): void {
     this.#buffer.push(l);
     this.#bufferedBytes += l.length;
     if (this.#bufferedBytes >= this.#flushBytes) this.flush();
@@ -275,12 +276,7 @@ function line(record: unknown[]): string {
 }
 
 function checksum(text: string): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return (h >>> 0).toString(16).padStart(8, "0");
+  return checksumFrom(text, 0).toString(16).padStart(8, "0");
 }
 
 /** FNV-1a of `text` from index `from` (the checksum of a line's JSON, without slicing it). */

@@ -36,6 +36,7 @@ import {
   crawlDelayDecision,
   type CrawlDelayScopeConfig,
   createRobotsTxtCache,
+  isRobotsTxtPath,
   type RobotsFetch,
   type RobotsRules,
   type RobotsSource,
@@ -300,7 +301,7 @@ export function obeyRobotsTxt<R, T>(
     } catch {
       return download(request, context); // its own error for a URL it cannot use
     }
-    if (isRobotsTxtUrl(url, origin)) return download(request, context);
+    if (isRobotsTxtPath(url)) return download(request, context);
     const targets = throttleTargets(host, context.scopes);
     const rules = robots.peek(url);
     if (rules !== undefined) {
@@ -319,16 +320,6 @@ export function obeyRobotsTxt<R, T>(
 function throttleTargets(host: string, scopes: readonly string[]): readonly string[] {
   if (scopes.includes(host)) return [host];
   return scopes.filter((s) => scopeKind(s) === "domain");
-}
-
-function isRobotsTxtUrl(url: string, origin: string): boolean {
-  if (!url.includes("/robots.txt")) return false;
-  try {
-    const u = new URL(url);
-    return u.pathname === "/robots.txt" && originScope(u.href) === origin;
-  } catch {
-    return false;
-  }
 }
 
 function userAgentFetch(userAgent: string): RobotsFetch {

@@ -162,7 +162,8 @@ const ALLOW_ALL = (): boolean => true;
 // An empty (or comment-only) Crawl-delay value; see the module doc.
 const EMPTY_CRAWL_DELAY = /^([ \t]*crawl-delay[ \t]*:)[ \t]*(#.*)?$/gim;
 
-function isRobotsTxtPath(url: string): boolean {
+/** Whether a URL is a robots.txt file itself (those are never checked against the rules). */
+export function isRobotsTxtPath(url: string): boolean {
   if (!url.includes("/robots.txt")) return false;
   try {
     return new URL(url).pathname === "/robots.txt";
@@ -408,15 +409,7 @@ export function createRobotsTxtCache(options: RobotsTxtCacheOptions): RobotsTxtC
     }
   };
 
-  const fresh = (key: string): Entry | undefined => {
-    const entry = entries.get(key);
-    if (entry === undefined) return undefined;
-    if (scheduler.now() >= entry.expiresAt) {
-      entries.delete(key);
-      return undefined;
-    }
-    return entry;
-  };
+  const fresh = (key: string): Entry | undefined => entries.getFresh(key, scheduler.now());
 
   const start = (key: string, previous: RobotsRules | undefined): Entry => {
     const entry: Entry = {

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { firstLine } from "./_first_line.ts";
 import { readFileSync } from "node:fs";
 import { loadSettings, parseSettingValue, type ScrapySettingsWarning } from "../scrapy_settings.ts";
 import type { ThrottlerSettingsInput } from "../settings.ts";
@@ -27,7 +28,6 @@ export interface CliSettings {
  *
  * @param settingsFile The JSON file, if any.
  * @param set The `--set` pairs, in order.
- * @param extra Settings to start from (the demo's), under the file and `--set`.
  * @returns The validated settings and warnings (ignored Scrapy names, deprecations).
  * @throws {SettingsError} With one line: unreadable file, malformed JSON, unknown name (with a suggestion), bad value.
  * @example
@@ -40,9 +40,8 @@ export interface CliSettings {
 export function resolveCliSettings(
   settingsFile: string | undefined,
   set: readonly (readonly [string, string])[],
-  extra: Readonly<Record<string, unknown>> = {},
 ): CliSettings {
-  let dict: Record<string, unknown> = { ...extra };
+  let dict: Record<string, unknown> = {};
   if (settingsFile !== undefined) {
     let text: string;
     try {
@@ -88,8 +87,4 @@ export function resolveCliSettings(
   } catch (error) {
     throw new SettingsError(firstLine(error));
   }
-}
-
-function firstLine(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).split("\n")[0]!;
 }

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { firstLine } from "./_first_line.ts";
 import {
   concatMap,
   EMPTY,
@@ -211,7 +212,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
     });
   } catch (error) {
     eventsSub.unsubscribe();
-    const message = error instanceof Error ? error.message.split("\n")[0] : String(error);
+    const message = firstLine(error);
     return Promise.reject(new Error(`Cannot open job directory '${jobDir}': ${message}`));
   }
   const warningsSub = queue.warnings$.subscribe(onEvent);

@@ -26,10 +26,6 @@ export interface ScopeStats {
   readonly counts: StatusCounts;
   /** Attempts answered 429 or 503. */
   rejected: number;
-  /** Backoff triggers seen. */
-  triggers: number;
-  /** Times (ms) of the recent 2xx responses, oldest first. */
-  readonly recentOk: number[];
   /** Times (ms) of the recent completed attempts, oldest first. */
   readonly recent: number[];
 }
@@ -77,7 +73,7 @@ export class CrawlStats {
     this.startedAt = startedAt;
   }
 
-  /** Count a throttling event (completed attempts, retries, backoff triggers). */
+  /** Count a throttling event (completed attempts, retries, evictions). */
   recordEvent(event: ThrottleEvent): void {
     if (event.type === "request-done") {
       const cls = statusClass(event.status);
@@ -87,14 +83,10 @@ export class CrawlStats {
         s.counts[cls]++;
         if (event.status === 429 || event.status === 503) s.rejected++;
         s.recent.push(event.at);
-        if (cls === "2xx") s.recentOk.push(event.at);
         prune(s.recent, event.at);
-        prune(s.recentOk, event.at);
       }
     } else if (event.type === "retry") {
       this.retries++;
-    } else if (event.type === "backoff") {
-      this.scope(event.scope).triggers++;
     } else if (event.type === "scope-evicted") {
       this.evicted++;
     }
@@ -116,8 +108,6 @@ export class CrawlStats {
         index: this.scopes.size,
         counts: emptyCounts(),
         rejected: 0,
-        triggers: 0,
-        recentOk: [],
         recent: [],
       };
       this.scopes.set(name, s);
@@ -129,12 +119,12 @@ export class CrawlStats {
    * Completed attempts per second of a scope over the last `windowMs` before
    * `now` (shorter at the start of the crawl).
    */
-  rate(scope: string, now: number, windowMs = 5_000, okOnly = false): number {
+  rate(scope: string, now: number, windowMs = 5_000): number {
     const s = this.scopes.get(scope);
     if (s === undefined) return 0;
     const span = Math.min(windowMs, now - this.startedAt);
     if (span <= 0) return 0;
-    const times = okOnly ? s.recentOk : s.recent;
+    const times = s.recent;
     let n = 0;
     for (let i = times.length - 1; i >= 0 && times[i]! > now - span; i--) n++;
     return (n * 1000) / span;

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { firstLine } from "./_first_line.ts";
 import { createReadStream } from "node:fs";
 import { open } from "node:fs/promises";
 import process from "node:process";
@@ -223,6 +224,6 @@ export function describeFsError(error: unknown): string {
     case "ENOTDIR":
       return "a parent is not a directory";
     default:
-      return error instanceof Error ? error.message.split("\n")[0]! : String(error);
+      return firstLine(error);
   }
 }

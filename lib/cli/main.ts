@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { firstLine } from "./_first_line.ts";
 import process from "node:process";
 import { asyncScheduler } from "rxjs";
 import { startDemoSites } from "../demo/sites.ts";
@@ -138,7 +139,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
   } catch (error) {
     files[0]?.close();
     files[1]?.close();
-    return fail(error instanceof Error ? error.message.split("\n")[0]! : String(error));
+    return fail(firstLine(error));
   } finally {
     interrupt.dispose();
   }
@@ -235,7 +236,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
 
 const code = await runCli(process.argv.slice(2)).catch((error: unknown) => {
   process.stderr.write(
-    `politely: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}\n`,
+    `politely: ${firstLine(error)}\n`,
   );
   return 1;
 });
