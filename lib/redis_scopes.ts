@@ -1,0 +1,546 @@
+/**
+ * Scope limits shared by several processes through Redis: a cluster-wide
+ * admission check per scope (concurrency leases and the gap between sends,
+ * decided by one atomic Lua script on the Redis server's clock), shared holds,
+ * and a pub/sub channel over which processes tell each other about backoff.
+ *
+ * The arithmetic of a scope (backoff levels, recovery, rampup) stays in each
+ * process's throttler; this store only enforces, across all processes, the
+ * limits each process hands it. See docs/REDIS.md.
+ *
+ * @module
+ */
+import { type Observable, Subject } from "rxjs";
+
+/**
+ * The part of a Redis client this store uses. A node-redis client
+ * (`createClient()` from the `redis` package, connected) fits as it is.
+ */
+export interface RedisScopesClient {
+  /** Sends one command and resolves with its reply. */
+  sendCommand(args: readonly string[]): Promise<unknown>;
+  /** A new, unconnected client with the same options, for pub/sub. */
+  duplicate(): RedisScopesSubscriber;
+}
+
+/** The pub/sub side of a client (what node-redis's `duplicate()` returns). */
+export interface RedisScopesSubscriber {
+  connect(): Promise<unknown>;
+  subscribe(
+    channel: string,
+    listener: (message: string, channel: string) => unknown,
+  ): Promise<void>;
+  on(event: "error", listener: (error: Error) => void): unknown;
+  /** Closes the connection once pending commands are answered. */
+  close(): Promise<void>;
+  /** Closes the connection at once. */
+  destroy(): void;
+}
+
+/** Options of {@link createRedisScopes}. */
+export interface RedisScopesOptions {
+  /**
+   * Put before every key and the channel name. Processes that share limits
+   * use the same prefix. Wrap it in braces (`"{politely}:"`) on a Redis
+   * Cluster, so that all keys of a request land in one slot.
+   * @default "politely:"
+   */
+  readonly prefix?: string;
+  /**
+   * How long a lease lives unless released or renewed, in ms: the leases of a
+   * process that crashed free their slots after this long.
+   * @default 60000
+   */
+  readonly leaseMs?: number;
+  /** How long the keys of an idle scope stay in Redis after their last use, in ms. @default 60000 */
+  readonly idleTtlMs?: number;
+  /** This process's id in leases and messages. @default crypto.randomUUID() */
+  readonly processId?: string;
+  /**
+   * Open a second connection (`client.duplicate()`) to receive the other
+   * processes' messages (`messages$`). Without it, `messages$` never emits.
+   * @default true
+   */
+  readonly subscribe?: boolean;
+}
+
+/** The limits a process asks the cluster to enforce for one scope. */
+export interface ScopeLimits {
+  /** At most this many leases at once, across all processes (>= 1). */
+  readonly concurrency: number;
+  /** At least this long between two grants, in ms (>= 0). */
+  readonly delayMs: number;
+}
+
+/** A granted admission: one slot in every scope of a request. */
+export interface ScopeLease {
+  readonly id: string;
+  readonly scopes: readonly string[];
+  /** Redis server time of the grant, in ms (with microseconds). */
+  readonly grantedAt: number;
+  /** Redis server time at which the lease expires unless renewed, in ms. */
+  readonly expiresAt: number;
+}
+
+/** What `acquire` answers. */
+export type AcquireResult =
+  | { readonly ok: true; readonly lease: ScopeLease }
+  | {
+    readonly ok: false;
+    /** How long until the delay or a hold of the busiest scope ends, in ms (0 when only full). */
+    readonly waitMs: number;
+    /**
+     * A scope has all its leases taken; `expiresInMs` is when the soonest of
+     * them expires (a release usually comes first: see `released$`).
+     */
+    readonly full: boolean;
+    readonly expiresInMs: number | undefined;
+  };
+
+/** A backoff another process saw, as it travels on the channel. */
+export interface SharedBackoffMessage {
+  readonly type: "backoff";
+  /** The process that saw it. */
+  readonly from: string;
+  readonly scope: string;
+  /** The sender's backoff level after the trigger. */
+  readonly level: number;
+  readonly cause: string;
+  /** A hold that came with it (Retry-After, RateLimit-Reset, delayScope). */
+  readonly hold:
+    | {
+      readonly ms: number;
+      readonly source: "retry-after" | "ratelimit" | "delay-scope" | "robots";
+    }
+    | undefined;
+}
+
+/** Leases were released somewhere: waiting requests of these scopes may try again. */
+export interface SharedReleaseMessage {
+  readonly type: "release";
+  readonly from: string;
+  readonly scopes: readonly string[];
+}
+
+/** Everything on the channel. */
+export type SharedMessage = SharedBackoffMessage | SharedReleaseMessage;
+
+/** A Redis call of the store failed (connection lost, script error, time out). */
+export class RedisScopesError extends Error {
+  override readonly name = "RedisScopesError";
+  /** What the store was doing. */
+  readonly operation: "connect" | "acquire" | "release" | "renew" | "publish";
+  /** The scopes concerned (empty for `connect`). */
+  readonly scopes: readonly string[];
+
+  constructor(
+    message: string,
+    operation: RedisScopesError["operation"],
+    scopes: readonly string[],
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.operation = operation;
+    this.scopes = scopes;
+  }
+}
+
+/** The shared store; see {@link createRedisScopes}. */
+export interface RedisScopes {
+  readonly prefix: string;
+  readonly processId: string;
+  readonly leaseMs: number;
+  /**
+   * Take a lease in every scope at once, or in none: granted only when every
+   * scope has a free slot, its delay since the last grant has passed and it is
+   * not held.
+   *
+   * @param scopes The request's scopes (at least one).
+   * @param limits One entry per scope, in the same order.
+   * @throws {RedisScopesError} (as a rejection) when Redis fails.
+   */
+  acquire(scopes: readonly string[], limits: readonly ScopeLimits[]): Promise<AcquireResult>;
+  /** Give a lease back (idempotent); tells the other processes. */
+  release(lease: ScopeLease): Promise<void>;
+  /** Push a lease's expiry `leaseMs` further; `false` when it had already expired. */
+  renew(lease: ScopeLease): Promise<boolean>;
+  /**
+   * Tell the other processes about a backoff; a hold in it is also stored in
+   * Redis (server time), so every `acquire` of the scope waits for it, even in
+   * a process that missed the message.
+   */
+  publishBackoff(message: Omit<SharedBackoffMessage, "type" | "from">): Promise<void>;
+  /** The other processes' messages (never this process's own). */
+  readonly messages$: Observable<SharedMessage>;
+  /** Scopes with a released lease, from this process (at once) or another (by message). */
+  readonly released$: Observable<readonly string[]>;
+  /** Close the pub/sub connection (the client given stays open). */
+  close(): Promise<void>;
+}
+
+// Times are ms with microseconds, written with %.3f: Lua's tostring keeps 14
+// digits only, which would cut server times (13 digits of ms) to the ms.
+const NOW = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local function fmt(x) return string.format('%.3f', x) end
+`;
+
+/**
+ * KEYS: per scope, its lease set then its state hash. ARGV: lease id, lease
+ * ms, idle ms, then per scope concurrency and delay.
+ */
+const ACQUIRE = NOW + `local id = ARGV[1]
+local leaseMs = tonumber(ARGV[2])
+local idleMs = tonumber(ARGV[3])
+local n = #KEYS / 2
+local wait = 0
+local full = 0
+local expiry = -1
+for i = 1, n do
+  local leases = KEYS[2 * i - 1]
+  local conc = tonumber(ARGV[2 + 2 * i])
+  local delay = tonumber(ARGV[3 + 2 * i])
+  redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(now))
+  if redis.call('ZCARD', leases) >= conc then
+    full = 1
+    local first = redis.call('ZRANGE', leases, 0, 0, 'WITHSCORES')
+    local e = tonumber(first[2]) - now
+    if expiry < 0 or e < expiry then expiry = e end
+  end
+  local s = redis.call('HMGET', KEYS[2 * i], 'last', 'next', 'hold')
+  local at = 0
+  if s[1] then at = tonumber(s[1]) + delay end
+  if s[2] and tonumber(s[2]) > at then at = tonumber(s[2]) end
+  if s[3] and tonumber(s[3]) > at then at = tonumber(s[3]) end
+  if at - now > wait then wait = at - now end
+end
+if full == 1 or wait > 0 then
+  return {0, fmt(wait), full, fmt(expiry)}
+end
+local expires = now + leaseMs
+for i = 1, n do
+  local leases = KEYS[2 * i - 1]
+  local state = KEYS[2 * i]
+  local delay = tonumber(ARGV[3 + 2 * i])
+  redis.call('ZADD', leases, fmt(expires), id)
+  redis.call('PEXPIRE', leases, math.ceil(leaseMs + idleMs))
+  redis.call('HSET', state, 'last', fmt(now), 'next', fmt(now + delay))
+  local keep = math.max(delay, leaseMs)
+  local hold = redis.call('HGET', state, 'hold')
+  if hold and tonumber(hold) - now > keep then keep = tonumber(hold) - now end
+  redis.call('PEXPIRE', state, math.ceil(keep + idleMs))
+end
+return {1, fmt(now), fmt(expires)}
+`;
+
+/** KEYS: lease sets. ARGV: lease id, channel, message. */
+const RELEASE = `for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return 1
+`;
+
+/** KEYS: lease sets. ARGV: lease id, lease ms, idle ms. Returns how many it renewed. */
+const RENEW = NOW + `local expires = now + tonumber(ARGV[2])
+local n = 0
+for i = 1, #KEYS do
+  if redis.call('ZSCORE', KEYS[i], ARGV[1]) then
+    redis.call('ZADD', KEYS[i], fmt(expires), ARGV[1])
+    redis.call('PEXPIRE', KEYS[i], math.ceil(tonumber(ARGV[2]) + tonumber(ARGV[3])))
+    n = n + 1
+  end
+end
+return n
+`;
+
+/** KEYS: the scope's state hash. ARGV: hold ms (0 for none), idle ms, channel, message. */
+const PUBLISH = NOW + `local holdMs = tonumber(ARGV[1])
+if holdMs > 0 then
+  local untilAt = now + holdMs
+  local cur = redis.call('HGET', KEYS[1], 'hold')
+  if not cur or tonumber(cur) < untilAt then redis.call('HSET', KEYS[1], 'hold', fmt(untilAt)) end
+  local want = math.ceil(holdMs + tonumber(ARGV[2]))
+  if redis.call('PTTL', KEYS[1]) < want then redis.call('PEXPIRE', KEYS[1], want) end
+end
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
+`;
+
+type ScriptName = "acquire" | "release" | "renew" | "publish";
+const SCRIPTS: Readonly<Record<ScriptName, string>> = {
+  acquire: ACQUIRE,
+  release: RELEASE,
+  renew: RENEW,
+  publish: PUBLISH,
+};
+
+/**
+ * Create the shared store on a connected Redis client, and (unless
+ * `subscribe: false`) subscribe to the channel of its prefix.
+ *
+ * @param client A connected node-redis client (or anything that fits {@link RedisScopesClient}).
+ * @param options Prefix, lease and idle times, process id.
+ * @returns The store, once its scripts are loaded and its channel subscribed.
+ * @throws {RangeError} for a bad option, naming it.
+ * @throws {RedisScopesError} (as a rejection) when Redis cannot be reached.
+ * @example Two processes' view of one scope
+ * ```ts
+ * import { createClient } from "redis";
+ * import { createRedisScopes } from "./redis_scopes.ts";
+ * const client = await createClient({ url: "redis://127.0.0.1:6390" }).connect();
+ * const scopes = await createRedisScopes(client, { prefix: "crawl-42:" });
+ * const got = await scopes.acquire(["example.com"], [{ concurrency: 2, delayMs: 500 }]);
+ * if (got.ok) await scopes.release(got.lease);
+ * await scopes.close();
+ * await client.close();
+ * ```
+ */
+export async function createRedisScopes(
+  client: RedisScopesClient,
+  options: RedisScopesOptions = {},
+): Promise<RedisScopes> {
+  const prefix = options.prefix ?? "politely:";
+  const leaseMs = options.leaseMs ?? 60_000;
+  const idleTtlMs = options.idleTtlMs ?? 60_000;
+  checkMs("leaseMs", leaseMs, 1);
+  checkMs("idleTtlMs", idleTtlMs, 1);
+  const store = new RedisScopesStore(
+    client,
+    prefix,
+    leaseMs,
+    idleTtlMs,
+    options.processId ?? crypto.randomUUID(),
+  );
+  await store.start(options.subscribe ?? true);
+  return store;
+}
+
+function checkMs(name: string, value: number, min: number): void {
+  if (!(typeof value === "number" && Number.isFinite(value) && value >= min)) {
+    throw new RangeError(
+      `Cannot create Redis scopes as '${name}' must be a finite number >= ${min}: current value is ${value}`,
+    );
+  }
+}
+
+class RedisScopesStore implements RedisScopes {
+  readonly prefix: string;
+  readonly processId: string;
+  readonly leaseMs: number;
+  readonly #idleTtlMs: number;
+  readonly #client: RedisScopesClient;
+  readonly #channel: string;
+  readonly #shas = new Map<ScriptName, string>();
+  readonly #messages = new Subject<SharedMessage>();
+  readonly #released = new Subject<readonly string[]>();
+  #subscriber: RedisScopesSubscriber | undefined;
+  #leases = 0;
+
+  readonly messages$: Observable<SharedMessage> = this.#messages.asObservable();
+  readonly released$: Observable<readonly string[]> = this.#released.asObservable();
+
+  constructor(
+    client: RedisScopesClient,
+    prefix: string,
+    leaseMs: number,
+    idleTtlMs: number,
+    processId: string,
+  ) {
+    this.#client = client;
+    this.prefix = prefix;
+    this.leaseMs = leaseMs;
+    this.#idleTtlMs = idleTtlMs;
+    this.processId = processId;
+    this.#channel = `${prefix}events`;
+  }
+
+  async start(subscribe: boolean): Promise<void> {
+    try {
+      for (const [name, script] of Object.entries(SCRIPTS) as [ScriptName, string][]) {
+        this.#shas.set(name, String(await this.#client.sendCommand(["SCRIPT", "LOAD", script])));
+      }
+      if (!subscribe) return;
+      const sub = this.#client.duplicate();
+      // An 'error' event without a listener would crash the process; the
+      // client reconnects by itself, and missed messages are covered by the
+      // state kept in Redis (holds, leases) and by polling.
+      sub.on("error", () => {});
+      await sub.connect();
+      this.#subscriber = sub;
+      await sub.subscribe(this.#channel, (message) => this.#receive(message));
+    } catch (error) {
+      this.#subscriber?.destroy();
+      throw new RedisScopesError(
+        `Cannot create Redis scopes as Redis failed: ${errorMessage(error)}`,
+        "connect",
+        [],
+        { cause: error },
+      );
+    }
+  }
+
+  #receive(raw: string): void {
+    let message: SharedMessage;
+    try {
+      message = JSON.parse(raw) as SharedMessage;
+    } catch {
+      return; // not ours: somebody else publishes on the channel
+    }
+    if (typeof message !== "object" || message === null || message.from === this.processId) return;
+    if (message.type === "release" && Array.isArray(message.scopes)) {
+      this.#released.next(message.scopes);
+      this.#messages.next(message);
+    } else if (message.type === "backoff" && typeof message.scope === "string") {
+      this.#messages.next(message);
+    }
+  }
+
+  #leaseKey(scope: string): string {
+    return `${this.prefix}lease:${scope}`;
+  }
+
+  #stateKey(scope: string): string {
+    return `${this.prefix}state:${scope}`;
+  }
+
+  async #run(name: ScriptName, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    const sha = this.#shas.get(name)!;
+    const tail = [String(keys.length), ...keys, ...args];
+    try {
+      return await this.#client.sendCommand(["EVALSHA", sha, ...tail]);
+    } catch (error) {
+      // After SCRIPT FLUSH or a restart of Redis: EVAL caches the script again.
+      if (!errorMessage(error).startsWith("NOSCRIPT")) throw error;
+      return await this.#client.sendCommand(["EVAL", SCRIPTS[name], ...tail]);
+    }
+  }
+
+  async acquire(scopes: readonly string[], limits: readonly ScopeLimits[]): Promise<AcquireResult> {
+    if (scopes.length === 0 || limits.length !== scopes.length) {
+      throw new RangeError(
+        `Cannot acquire a lease as 'limits' must have one entry per scope (at least one): current value is ${limits.length} for ${scopes.length} scopes`,
+      );
+    }
+    const keys: string[] = [];
+    const args = [
+      `${this.processId}:${++this.#leases}`,
+      String(this.leaseMs),
+      String(this.#idleTtlMs),
+    ];
+    for (let i = 0; i < scopes.length; i++) {
+      const { concurrency, delayMs } = limits[i]!;
+      if (!(concurrency >= 1) || !(delayMs >= 0) || !Number.isFinite(delayMs)) {
+        throw new RangeError(
+          `Cannot acquire a lease as 'limits[${i}]' must have concurrency >= 1 and a finite delayMs >= 0: current value is ${
+            JSON.stringify(limits[i])
+          }`,
+        );
+      }
+      keys.push(this.#leaseKey(scopes[i]!), this.#stateKey(scopes[i]!));
+      args.push(String(Math.floor(concurrency)), delayMs.toFixed(3));
+    }
+    let reply: unknown;
+    try {
+      reply = await this.#run("acquire", keys, args);
+    } catch (error) {
+      throw this.#failed("acquire", scopes, error);
+    }
+    const r = reply as readonly (string | number)[];
+    if (Number(r[0]) === 1) {
+      return {
+        ok: true,
+        lease: {
+          id: args[0]!,
+          scopes: [...scopes],
+          grantedAt: Number(r[1]),
+          expiresAt: Number(r[2]),
+        },
+      };
+    }
+    const expiry = Number(r[3]);
+    return {
+      ok: false,
+      waitMs: Number(r[1]),
+      full: Number(r[2]) === 1,
+      expiresInMs: expiry >= 0 ? expiry : undefined,
+    };
+  }
+
+  async release(lease: ScopeLease): Promise<void> {
+    const message: SharedReleaseMessage = {
+      type: "release",
+      from: this.processId,
+      scopes: lease.scopes,
+    };
+    try {
+      await this.#run(
+        "release",
+        lease.scopes.map((s) => this.#leaseKey(s)),
+        [lease.id, this.#channel, JSON.stringify(message)],
+      );
+    } catch (error) {
+      throw this.#failed("release", lease.scopes, error);
+    }
+    this.#released.next(lease.scopes);
+  }
+
+  async renew(lease: ScopeLease): Promise<boolean> {
+    try {
+      const n = await this.#run(
+        "renew",
+        lease.scopes.map((s) => this.#leaseKey(s)),
+        [lease.id, String(this.leaseMs), String(this.#idleTtlMs)],
+      );
+      return Number(n) === lease.scopes.length;
+    } catch (error) {
+      throw this.#failed("renew", lease.scopes, error);
+    }
+  }
+
+  async publishBackoff(backoff: Omit<SharedBackoffMessage, "type" | "from">): Promise<void> {
+    const message: SharedBackoffMessage = {
+      type: "backoff",
+      from: this.processId,
+      scope: backoff.scope,
+      level: backoff.level,
+      cause: backoff.cause,
+      hold: backoff.hold,
+    };
+    const holdMs = backoff.hold !== undefined && backoff.hold.ms > 0 ? backoff.hold.ms : 0;
+    try {
+      await this.#run("publish", [this.#stateKey(backoff.scope)], [
+        holdMs.toFixed(3),
+        String(this.#idleTtlMs),
+        this.#channel,
+        JSON.stringify(message),
+      ]);
+    } catch (error) {
+      throw this.#failed("publish", [backoff.scope], error);
+    }
+  }
+
+  #failed(operation: RedisScopesError["operation"], scopes: readonly string[], error: unknown) {
+    return new RedisScopesError(
+      `Cannot ${operation} for scopes ${scopes.join(", ")} as Redis failed: ${errorMessage(error)}`,
+      operation,
+      scopes,
+      { cause: error },
+    );
+  }
+
+  async close(): Promise<void> {
+    const sub = this.#subscriber;
+    this.#subscriber = undefined;
+    this.#messages.complete();
+    this.#released.complete();
+    if (sub === undefined) return;
+    try {
+      await sub.close();
+    } catch {
+      sub.destroy(); // already broken: nothing to wait for
+    }
+  }
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,244 @@
+/**
+ * `sharedDownload`: a download function that first takes a cluster-wide lease
+ * for the request's scopes from a {@link RedisScopes} store, so that several
+ * processes with their own throttlers keep one set of limits per scope.
+ *
+ * @module
+ */
+import { from, merge, Observable, type SchedulerLike, type Subscription, timer } from "rxjs";
+import { filter, take } from "rxjs/operators";
+import type { DownloadContext, DownloadFn } from "../operators/throttle_by_scope.ts";
+import type { Throttler } from "./throttler.ts";
+import {
+  type AcquireResult,
+  type RedisScopes,
+  RedisScopesError,
+  type ScopeLease,
+  type ScopeLimits,
+} from "./redis_scopes.ts";
+
+/** Options of {@link sharedDownload}. */
+export interface SharedDownloadOptions {
+  /**
+   * Longest wait for one Redis call, in ms; past it the download fails with a
+   * `RedisScopesError` (a client that queues commands while Redis is down
+   * would otherwise hold the request for ever).
+   * @default 10000
+   */
+  readonly timeoutMs?: number;
+  /**
+   * Longest wait before asking again while a scope is full, in ms (a release
+   * anywhere in the cluster wakes the waiting requests sooner).
+   * @default 250
+   */
+  readonly pollMs?: number;
+  /**
+   * Told of Redis failures that cannot fail a download any more (a release or
+   * a renewal after the download settled).
+   * @default a `warning` event on the throttler (code `redis-scopes`), once per message
+   */
+  readonly onError?: (error: RedisScopesError) => void;
+  /** Clock and timers of the waits. @default the throttler's scheduler */
+  readonly scheduler?: SchedulerLike;
+}
+
+/**
+ * Wrap a download so that each request also waits for a cluster-wide lease
+ * in all its scopes (concurrency and delay across processes), taken with the
+ * limits the local throttler has for each scope at that moment (so backoff
+ * and rampup, reckoned locally, are enforced cluster-wide). The lease is
+ * renewed while the download runs and given back when it settles, fails, or
+ * the pipeline is unsubscribed. A Redis failure becomes an error outcome with
+ * a {@link RedisScopesError}; the pipeline goes on.
+ *
+ * @param scopes The shared store.
+ * @param throttler The throttler the gate uses (its limits are the ones enforced).
+ * @param download The real download.
+ * @param options Time-out, polling, error reporting, scheduler.
+ * @returns A download function for `throttleByScope(throttler, ...)`.
+ * @throws {RangeError} for a bad option, naming it.
+ * @example
+ * ```ts
+ * import { createClient } from "redis";
+ * import { createRedisScopes, createThrottler, fetchDownload, throttleByScope } from "../mod.ts";
+ * import { sharedDownload } from "./shared_download.ts";
+ * const client = await createClient({ url: "redis://127.0.0.1:6390" }).connect();
+ * const shared = await createRedisScopes(client, { prefix: "crawl-42:" });
+ * const throttler = createThrottler({ concurrentRequestsPerDomain: 2 });
+ * const gate = throttleByScope(throttler, sharedDownload(shared, throttler, fetchDownload()));
+ * ```
+ */
+export function sharedDownload<R, T>(
+  scopes: RedisScopes,
+  throttler: Throttler<R>,
+  download: DownloadFn<R, T>,
+  options: SharedDownloadOptions = {},
+): DownloadFn<R, T> {
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const pollMs = options.pollMs ?? 250;
+  for (const [name, value] of [["timeoutMs", timeoutMs], ["pollMs", pollMs]] as const) {
+    if (!(typeof value === "number" && value > 0 && value < Infinity)) {
+      throw new RangeError(
+        `Cannot create shared download as '${name}' must be a finite number > 0: current value is ${value}`,
+      );
+    }
+  }
+  const scheduler = options.scheduler ?? throttler.scheduler;
+  const onError = options.onError ??
+    ((error: RedisScopesError) =>
+      throttler.warnOnce(`redis-scopes:${error.message}`, "redis-scopes", error.message));
+
+  /** Resolve a Redis call, or fail with a RedisScopesError after `timeoutMs`. */
+  const bounded = <V>(
+    call: () => Promise<V>,
+    operation: RedisScopesError["operation"],
+    names: readonly string[],
+    late: (value: V) => void,
+  ): Observable<V> =>
+    new Observable<V>((subscriber) => {
+      let done = false;
+      const t = scheduler.schedule(() => {
+        done = true;
+        subscriber.error(
+          new RedisScopesError(
+            `Cannot ${operation} for scopes ${
+              names.join(", ")
+            } as Redis did not answer within ${timeoutMs}ms`,
+            operation,
+            names,
+          ),
+        );
+      }, timeoutMs);
+      call().then(
+        (value) => {
+          t.unsubscribe();
+          // A grant that comes after a time-out or an unsubscribe must still
+          // be given back, or its slot stays taken until the lease expires.
+          if (done || subscriber.closed) return late(value);
+          done = true;
+          subscriber.next(value);
+          subscriber.complete();
+        },
+        (error) => {
+          t.unsubscribe();
+          if (done || subscriber.closed) return;
+          done = true;
+          subscriber.error(
+            error instanceof RedisScopesError ? error : new RedisScopesError(
+              `Cannot ${operation} for scopes ${names.join(", ")}: ${String(error)}`,
+              operation,
+              names,
+              { cause: error },
+            ),
+          );
+        },
+      );
+      return () => t.unsubscribe();
+    });
+
+  const limitsOf = (names: readonly string[]): ScopeLimits[] =>
+    names.map((scope) => {
+      const state = throttler.state(scope);
+      if (state !== undefined) {
+        return { concurrency: Math.max(1, state.concurrency), delayMs: state.delayMs };
+      }
+      const config = throttler.scopeConfig(scope);
+      return { concurrency: Math.max(1, config.concurrency), delayMs: config.delayMs };
+    });
+
+  return (request: R, context: DownloadContext) =>
+    new Observable<T>((subscriber) => {
+      const names = context.scopes;
+      let lease: ScopeLease | undefined;
+      let closed = false;
+      let step: Subscription | undefined;
+      let renewal: Subscription | undefined;
+      let inner: Subscription | undefined;
+
+      const giveBack = () => {
+        renewal?.unsubscribe();
+        const held = lease;
+        lease = undefined;
+        if (held === undefined) return;
+        scopes.release(held).catch((error: RedisScopesError) => onError(error));
+      };
+
+      const attempt = () => {
+        step = bounded(
+          () => scopes.acquire(names, limitsOf(names)),
+          "acquire",
+          names,
+          (late) => {
+            if (late.ok) scopes.release(late.lease).catch(onError);
+          },
+        ).subscribe({
+          next: (result: AcquireResult) => {
+            if (result.ok) {
+              lease = result.lease;
+              start();
+              return;
+            }
+            // Wait out the delay or hold; when a scope is full, until a release
+            // anywhere, the soonest lease expiry, or `pollMs`.
+            let waitMs = result.waitMs;
+            if (result.full) {
+              waitMs = Math.max(waitMs, Math.min(pollMs, result.expiresInMs ?? pollMs));
+            }
+            const wake = result.full
+              ? merge(
+                timer(waitMs, scheduler),
+                scopes.released$.pipe(
+                  filter((released) => released.some((s) => names.includes(s))),
+                ),
+              )
+              : timer(waitMs, scheduler);
+            step = wake.pipe(take(1)).subscribe(() => attempt());
+          },
+          error: (error) => subscriber.error(error),
+        });
+      };
+
+      const start = () => {
+        if (closed) return giveBack(); // unsubscribed while the grant was on its way
+        const every = Math.max(1, scopes.leaseMs / 3);
+        renewal = timer(every, every, scheduler).subscribe(() => {
+          const held = lease;
+          if (held === undefined) return;
+          scopes.renew(held).catch((error: RedisScopesError) => onError(error));
+        });
+        let input: Observable<T>;
+        try {
+          input = from(download(request, context));
+        } catch (error) {
+          giveBack();
+          subscriber.error(error);
+          return;
+        }
+        inner = input.subscribe({
+          // The release goes out on the connection before the outcome does, so
+          // this process's next acquire reaches Redis after it.
+          next: (value) => {
+            giveBack();
+            subscriber.next(value);
+            subscriber.complete();
+          },
+          error: (error) => {
+            giveBack();
+            subscriber.error(error);
+          },
+          complete: () => {
+            giveBack();
+            subscriber.complete();
+          },
+        });
+      };
+
+      attempt();
+      return () => {
+        closed = true;
+        step?.unsubscribe();
+        inner?.unsubscribe();
+        giveBack();
+      };
+    });
+}
