@@ -5,7 +5,15 @@
  *
  * @module
  */
-import { from, merge, Observable, type SchedulerLike, type Subscription, timer } from "rxjs";
+import {
+  from,
+  merge,
+  Observable,
+  type ObservableInput,
+  type SchedulerLike,
+  type Subscription,
+  timer,
+} from "rxjs";
 import { filter, take } from "rxjs/operators";
 import type { DownloadContext, DownloadFn } from "../operators/throttle_by_scope.ts";
 import type { Throttler } from "./throttler.ts";
@@ -16,6 +24,11 @@ import {
   type ScopeLease,
   type ScopeLimits,
 } from "./redis_scopes.ts";
+
+/** What the wrapped download is given: the gate's context and the cluster lease it holds. */
+export interface SharedDownloadContext extends DownloadContext {
+  readonly lease: ScopeLease;
+}
 
 /** Options of {@link sharedDownload}. */
 export interface SharedDownloadOptions {
@@ -53,7 +66,7 @@ export interface SharedDownloadOptions {
  *
  * @param scopes The shared store.
  * @param throttler The throttler the gate uses (its limits are the ones enforced).
- * @param download The real download.
+ * @param download The real download (any `DownloadFn`; it is also given the lease).
  * @param options Time-out, polling, error reporting, scheduler.
  * @returns A download function for `throttleByScope(throttler, ...)`.
  * @throws {RangeError} for a bad option, naming it.
@@ -71,7 +84,7 @@ export interface SharedDownloadOptions {
 export function sharedDownload<R, T>(
   scopes: RedisScopes,
   throttler: Throttler<R>,
-  download: DownloadFn<R, T>,
+  download: (request: R, context: SharedDownloadContext) => PromiseLike<T> | ObservableInput<T>,
   options: SharedDownloadOptions = {},
 ): DownloadFn<R, T> {
   const timeoutMs = options.timeoutMs ?? 10_000;
@@ -208,7 +221,13 @@ export function sharedDownload<R, T>(
         });
         let input: Observable<T>;
         try {
-          input = from(download(request, context));
+          const shared: SharedDownloadContext = {
+            signal: context.signal,
+            attempt: context.attempt,
+            scopes: names,
+            lease: lease!,
+          };
+          input = from(download(request, shared));
         } catch (error) {
           giveBack();
           subscriber.error(error);
