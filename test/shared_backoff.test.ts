@@ -1,0 +1,183 @@
+/**
+ * `shareBackoff` against the real Redis on 127.0.0.1:$REDIS_PORT (6390 by
+ * default): throttlers of several "processes" in one test, on a fresh random
+ * prefix.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import process from "node:process";
+import { createClient } from "redis";
+import { from, lastValueFrom, toArray } from "rxjs";
+import { createRedisScopes, type RedisScopes, type SharedMessage } from "../lib/redis_scopes.ts";
+import { shareBackoff } from "../lib/shared_backoff.ts";
+import { sharedDownload } from "../lib/shared_download.ts";
+import { createThrottler, type Throttler } from "../lib/throttler.ts";
+import { throttleByScope } from "../operators/throttle_by_scope.ts";
+import { backoffOn } from "../operators/backoff_on.ts";
+import { startRecordingServer } from "./_helpers/loopback_server.ts";
+
+const PORT = Number(process.env.REDIS_PORT ?? 6390);
+
+function newClient() {
+  return createClient({
+    socket: { host: "127.0.0.1", port: PORT, reconnectStrategy: false, connectTimeout: 2000 },
+  });
+}
+type Client = ReturnType<typeof newClient>;
+
+/** A connected client, or a failure that says how to get Redis. */
+async function connect(): Promise<Client> {
+  const client = newClient();
+  client.on("error", () => {});
+  try {
+    await client.connect();
+  } catch (error) {
+    throw new Error(
+      `Redis is not reachable on 127.0.0.1:${PORT} (these tests need a real one: ` +
+        `redis-server --port ${PORT} --bind 127.0.0.1 --daemonize yes, or set REDIS_PORT): ${error}`,
+    );
+  }
+  return client;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  while (cleanups.length > 0) {
+    try {
+      await cleanups.pop()!();
+    } catch { /* already closed */ }
+  }
+});
+
+/** `n` stores (processes) on one fresh prefix. */
+async function stores(n: number): Promise<RedisScopes[]> {
+  const prefix = `test:${crypto.randomUUID()}:`;
+  const out: RedisScopes[] = [];
+  let first: Client | undefined;
+  for (let i = 0; i < n; i++) {
+    const client = await connect();
+    first ??= client;
+    cleanups.push(() => client.close());
+    const store = await createRedisScopes(client, { prefix, processId: `p${i}` });
+    cleanups.push(() => store.close());
+    out.push(store);
+  }
+  cleanups.unshift(async () => {
+    const keys = await first!.keys(`${prefix}*`);
+    if (keys.length > 0) await first!.del(keys);
+  });
+  return out;
+}
+
+/** Wait (real I/O: pub/sub) until a condition holds, or fail after 2 s. */
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (check()) return;
+    await sleep(10);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const level = <R>(t: Throttler<R>, scope: string) => t.state(scope)?.backoffLevel ?? 0;
+
+describe("shareBackoff()", () => {
+  it("shareBackoff() applies one throttler's backoff and hold to another, once, with no echo", async () => {
+    const [a, b, watcher] = await stores(3);
+    const ta = createThrottler();
+    const tb = createThrottler();
+    const sa = shareBackoff(a!, ta);
+    const sb = shareBackoff(b!, tb);
+    cleanups.push(() => sa.unsubscribe(), () => sb.unsubscribe());
+    const heard: SharedMessage[] = [];
+    watcher!.messages$.subscribe((m) => heard.push(m));
+
+    ta.recordBackoff("s.test", { holdMs: 3_000, cause: "status 429" }, "retry-after");
+    expect(level(ta, "s.test")).toBe(1);
+    await until(() => level(tb, "s.test") >= 1, "the backoff to reach the other throttler");
+    const state = tb.state("s.test")!;
+    expect(state.backoffLevel).toBe(1);
+    expect(state.delayMs).toBe(ta.state("s.test")!.delayMs);
+    expect(state.holdUntil - tb.scheduler.now()).toBeGreaterThan(2_000);
+    await sleep(50); // room for an echo, were there one
+    expect(heard).toEqual([{
+      type: "backoff",
+      from: "p0",
+      scope: "s.test",
+      level: 1,
+      cause: "status 429",
+      hold: { ms: 3_000, source: "retry-after" },
+    }]);
+    expect(level(ta, "s.test")).toBe(1);
+  });
+
+  it("shareBackoff() steps a scope up to the sender's level, not past it", async () => {
+    const [a, b] = await stores(2);
+    const ta = createThrottler();
+    const tb = createThrottler();
+    const sa = shareBackoff(a!, ta);
+    const sb = shareBackoff(b!, tb);
+    cleanups.push(() => sa.unsubscribe(), () => sb.unsubscribe());
+    tb.recordBackoff("l.test", { cause: "status 503" });
+    await until(() => level(ta, "l.test") === 1, "the first step");
+    // a steps twice more on its own: b follows to 3, and a stays at 3.
+    ta.recordBackoff("l.test", { cause: "status 503" });
+    ta.recordBackoff("l.test", { cause: "status 503" });
+    await until(() => level(tb, "l.test") === 3, "b at level 3");
+    await sleep(50);
+    expect(level(ta, "l.test")).toBe(3);
+    expect(level(tb, "l.test")).toBe(3);
+  });
+
+  it("shareBackoff() stops sharing when unsubscribed", async () => {
+    const [a, b] = await stores(2);
+    const ta = createThrottler();
+    const tb = createThrottler();
+    const sa = shareBackoff(a!, ta);
+    const sb = shareBackoff(b!, tb);
+    cleanups.push(() => sa.unsubscribe());
+    sb.unsubscribe();
+    ta.recordBackoff("u.test", { cause: "status 429" });
+    await sleep(80);
+    expect(level(tb, "u.test")).toBe(0);
+  });
+
+  it("shareBackoff() slows the other process down after one 429 with Retry-After", async () => {
+    let first = true;
+    const server = await startRecordingServer((_req, res) => {
+      if (first) {
+        first = false;
+        res.writeHead(429, { "retry-after": "2" }).end("slow down");
+      } else res.writeHead(200).end("ok");
+    });
+    cleanups.push(() => server.close());
+    const [a, b] = await stores(2);
+    const settings = { retry: { enabled: false }, downloadDelayMs: 0 } as const;
+    const ta = createThrottler<string>(settings);
+    const tb = createThrottler<string>(settings);
+    const sa = shareBackoff(a!, ta);
+    const sb = shareBackoff(b!, tb);
+    cleanups.push(() => sa.unsubscribe(), () => sb.unsubscribe());
+    const get = async (url: string) => {
+      const response = await fetch(url);
+      await response.text();
+      return { status: response.status, headers: response.headers };
+    };
+    const outcomes = await lastValueFrom(
+      from([`${server.origin}/a`]).pipe(
+        throttleByScope(ta, sharedDownload(a!, ta, get)),
+        backoffOn(ta),
+        toArray(),
+      ),
+    );
+    expect(outcomes[0]).toMatchObject({ kind: "response", response: { status: 429 } });
+    const scope = outcomes[0]!.scopes[0]!;
+    await until(() => level(tb, scope) >= 1, "b to back off");
+    expect(tb.state(scope)!.holdUntil).toBeGreaterThan(tb.scheduler.now() + 1_000);
+    // And the hold is in Redis: b's next request is told to wait, even without its own throttler.
+    const got = await b!.acquire([scope], [{ concurrency: 8, delayMs: 0 }]);
+    expect(got.ok).toBe(false);
+    if (got.ok) throw new Error("unreachable");
+    expect(got.waitMs).toBeGreaterThan(1_000);
+  });
+});
