@@ -5,6 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import process from "node:process";
+import { spawn } from "node:child_process";
 import { createClient } from "redis";
 import { from, lastValueFrom, NEVER, type Subscription, toArray } from "rxjs";
 import { createRedisScopes, type RedisScopes, RedisScopesError } from "../lib/redis_scopes.ts";
@@ -77,6 +78,28 @@ async function processes(n: number, leaseMs?: number): Promise<Process[]> {
   return out;
 }
 
+const WORKER = new URL("./_redis_worker.ts", import.meta.url).pathname;
+
+/** Run test/_redis_worker.ts as a real child process on the runtime running the tests. */
+function runWorker(args: readonly string[]): Promise<{ code: number | null; out: string }> {
+  const runtime = "Deno" in globalThis
+    ? ["run", "-A", WORKER]
+    : "Bun" in globalThis
+    ? [WORKER]
+    : ["--import", "tsx", WORKER];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...runtime, ...args], {
+      env: { ...process.env, REDIS_PORT: String(PORT) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout.on("data", (chunk) => out += chunk);
+    child.stderr.on("data", (chunk) => out += chunk);
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, out }));
+  });
+}
+
 /** Poll a condition on Redis (real I/O) until it holds or 2 s passed. */
 async function until(check: () => Promise<boolean>, what: string): Promise<void> {
   for (let i = 0; i < 200; i++) {
@@ -118,6 +141,31 @@ describe("sharedDownload()", () => {
     expect(most).toBeGreaterThanOrEqual(1);
     expect(most).toBeLessThanOrEqual(2);
   });
+
+  it("sharedDownload() keeps two real child processes within the scope's concurrency", async () => {
+    let inFlight = 0;
+    let most = 0;
+    const server = await startRecordingServer((_req, res) => {
+      most = Math.max(most, ++inFlight);
+      setTimeout(() => {
+        inFlight--;
+        res.writeHead(200).end("ok");
+      }, 10);
+    });
+    cleanups.push(() => server.close());
+    const [a] = await processes(1); // for the prefix and the clean-up of its keys
+    const runs = await Promise.all(
+      ["w1", "w2"].map((tag) => runWorker([server.origin, a!.store.prefix, "10", "2", tag])),
+    );
+    for (const run of runs) {
+      expect(run.code, run.out).toBe(0);
+      expect(JSON.parse(run.out.trim().split("\n").at(-1)!)).toEqual({
+        statuses: Array(10).fill(200),
+      });
+    }
+    expect(server.arrivals).toHaveLength(20);
+    expect(most).toBeLessThanOrEqual(2);
+  }, 30_000);
 
   it("sharedDownload() spaces two throttlers' sends by the delay on the Redis clock", async () => {
     const procs = await processes(2);

@@ -1,0 +1,46 @@
+/**
+ * One crawler process for the multi-process test of `sharedDownload`
+ * (test/shared_download.test.ts): its own throttler and Redis connection,
+ * `count` requests to `origin` through `throttleByScope(sharedDownload(...))`.
+ * Prints one JSON line `{ "statuses": [...] }` and exits 0, or 1 on failure.
+ *
+ * Usage: `<runtime> test/_redis_worker.ts <origin> <prefix> <count> <concurrency> <tag>`
+ * with REDIS_PORT in the environment (default 6390).
+ *
+ * @module
+ */
+import process from "node:process";
+import { createClient } from "redis";
+import { from, lastValueFrom, toArray } from "rxjs";
+import { createRedisScopes } from "../lib/redis_scopes.ts";
+import { sharedDownload } from "../lib/shared_download.ts";
+import { createThrottler } from "../lib/throttler.ts";
+import { throttleByScope } from "../operators/throttle_by_scope.ts";
+
+const [origin = "", prefix = "", count = "0", concurrency = "1", tag = "w"] = process.argv.slice(2);
+const port = Number(process.env.REDIS_PORT ?? 6390);
+
+const client = createClient({ socket: { host: "127.0.0.1", port, reconnectStrategy: false } });
+client.on("error", () => {});
+await client.connect();
+const store = await createRedisScopes(client, { prefix, processId: tag });
+try {
+  const throttler = createThrottler<string>({
+    concurrentRequestsPerDomain: Number(concurrency),
+    downloadDelayMs: 0,
+  });
+  const download = sharedDownload(store, throttler, async (url: string, ctx) => {
+    const response = await fetch(url, { signal: ctx.signal });
+    await response.text();
+    return response.status;
+  });
+  const urls = Array.from({ length: Number(count) }, (_, i) => `${origin}/${tag}/${i}`);
+  const outcomes = await lastValueFrom(
+    from(urls).pipe(throttleByScope(throttler, download), toArray()),
+  );
+  const statuses = outcomes.map((o) => o.kind === "response" ? o.response : String(o.error));
+  console.log(JSON.stringify({ statuses }));
+} finally {
+  await store.close();
+  await client.close();
+}
