@@ -42,7 +42,8 @@ type Outgoing = Omit<SharedBackoffMessage, "type" | "from">;
  * @example
  * ```ts
  * import { createClient } from "redis";
- * import { createRedisScopes, createThrottler } from "../mod.ts";
+ * import { createThrottler } from "./throttler.ts";
+ * import { createRedisScopes } from "./redis_scopes.ts";
  * import { shareBackoff } from "./shared_backoff.ts";
  * const client = await createClient({ url: "redis://127.0.0.1:6390" }).connect();
  * const shared = await createRedisScopes(client, { prefix: "crawl-42:" });

@@ -73,12 +73,17 @@ export interface SharedDownloadOptions {
  * @example
  * ```ts
  * import { createClient } from "redis";
- * import { createRedisScopes, createThrottler, fetchDownload, throttleByScope } from "../mod.ts";
+ * import { createThrottler } from "./throttler.ts";
+ * import { throttleByScope } from "../operators/throttle_by_scope.ts";
+ * import { createRedisScopes } from "./redis_scopes.ts";
  * import { sharedDownload } from "./shared_download.ts";
  * const client = await createClient({ url: "redis://127.0.0.1:6390" }).connect();
  * const shared = await createRedisScopes(client, { prefix: "crawl-42:" });
- * const throttler = createThrottler({ concurrentRequestsPerDomain: 2 });
- * const gate = throttleByScope(throttler, sharedDownload(shared, throttler, fetchDownload()));
+ * const throttler = createThrottler<string>({ concurrentRequestsPerDomain: 2 });
+ * const gate = throttleByScope(
+ *   throttler,
+ *   sharedDownload(shared, throttler, (url: string, ctx) => fetch(url, { signal: ctx.signal })),
+ * );
  * ```
  */
 export function sharedDownload<R, T>(
