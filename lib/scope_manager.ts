@@ -65,6 +65,22 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     if (options.config.rampup !== undefined) this.enableRampup(options.config.rampup);
   }
 
+  /**
+   * @internal Start over as a new scope, as if just constructed (the
+   * throttler reuses the objects of evicted scopes; nobody else holds them).
+   */
+  reuse(scope: string, config: ResolvedScopeConfig): void {
+    (this as { scope: string }).scope = scope;
+    (this as { config: ResolvedScopeConfig }).config = config;
+    this.#delayMs = config.delayMs;
+    this.#concurrency = config.concurrency;
+    this.#active = 0;
+    this.#nextSendAt = 0;
+    this.#lastActivity = 0;
+    this.#x = undefined;
+    if (config.rampup !== undefined) this.enableRampup(config.rampup);
+  }
+
   #more(): ScopeExtra {
     return this.#x ??= new ScopeExtra(this.config.delayMs);
   }

@@ -27,6 +27,7 @@ import type {
 import { createDnsCache, type DnsCache } from "./dns_cache.ts";
 import { hostScope, urlHostname } from "./domain_scopes.ts";
 import { InvalidScopesError, normalizeScopes, type RequestScopes } from "./scopes.ts";
+import { ScopeTable, type Slotted } from "./_scope_table.ts";
 import {
   parseSettings,
   type RampupConfig,
@@ -77,7 +78,7 @@ export interface GateTicket {
   readonly start: (sentAt: number, slot?: object) => void;
 }
 
-interface ScopeEntry {
+interface ScopeEntry extends Slotted {
   readonly scope: string;
   readonly manager: ThrottlingScopeManagerProtocol;
   waiting: Deque<GateTicket> | undefined;
@@ -94,6 +95,9 @@ interface ScopeEntry {
  * broad crawl keeps by the hundred thousand).
  */
 class DefaultScopeEntry extends ThrottlingScopeManager implements ScopeEntry {
+  slot = -1;
+  /** Handed out by `Throttler.manager`: someone may keep it, so it is never reused. */
+  exposed = false;
   waiting: Deque<GateTicket> | undefined = undefined;
   timers: EntryTimers | undefined = undefined;
   older: ScopeEntry | undefined = undefined;
@@ -117,6 +121,8 @@ interface EntryTimers {
 }
 
 const NO_AMOUNTS: readonly (number | undefined)[] = [];
+/** Evicted entries kept for reuse (see `Throttler.#pool`). */
+const POOL_MAX = 1024;
 /** Size of the cache of single-scope `RequestScopes` (see `#single`). */
 const SINGLES_MAX = 4096;
 /** How many requests skip that cache after it thrashed. */
@@ -136,7 +142,13 @@ export class Throttler<R = unknown> {
   readonly #factory: ScopeManagerFactory | undefined;
   readonly #log: (line: string) => void;
   #dns: DnsCache | undefined;
-  readonly #entries = new Map<string, ScopeEntry>();
+  readonly #entries = new ScopeTable<ScopeEntry>();
+  /**
+   * Evicted default entries, reset and reused for new scopes: a broad crawl
+   * then makes no long-lived object per scope, which the garbage collector
+   * would copy out of the young generation (a quarter of the time before).
+   */
+  readonly #pool: DefaultScopeEntry[] = [];
   readonly #events = new Subject<ThrottleEvent>();
   readonly #watchers = new Map<string, Set<(s: ScopeState) => void>>();
   readonly #allWatchers = new Set<(s: ScopeState) => void>();
@@ -151,6 +163,13 @@ export class Throttler<R = unknown> {
   #warnedHeld = false;
   #attached = 0;
   #sinceSweep = 0;
+  /**
+   * Scopes created or requests done before an over-the-limit sweep runs
+   * again: 0, or more after a sweep that could not get under the limit
+   * (the oldest scopes busy), so that sweeps do not walk busy scopes for
+   * every request.
+   */
+  #sweepGap = 0;
   /** Ends of the least-recently-used list of scopes. */
   #oldest: ScopeEntry | undefined;
   #newest: ScopeEntry | undefined;
@@ -315,7 +334,9 @@ export class Throttler<R = unknown> {
 
   /** The manager of a scope, created from its configuration when first needed. */
   manager(scope: string): ThrottlingScopeManagerProtocol {
-    return this.#entry(scope).manager;
+    const entry = this.#entry(scope);
+    if (entry instanceof DefaultScopeEntry) entry.exposed = true;
+    return entry.manager;
   }
 
   /** The current state of a scope, or `undefined` when it is not in memory. */
@@ -325,10 +346,10 @@ export class Throttler<R = unknown> {
     return this.#stateOf(scope, entry);
   }
 
-  /** The state of every scope in memory. */
+  /** The state of every scope in memory, least recently used first. */
   states(): ScopeState[] {
     const out: ScopeState[] = [];
-    for (const [scope, entry] of this.#entries) out.push(this.#stateOf(scope, entry));
+    for (let e = this.#oldest; e !== undefined; e = e.newer) out.push(this.#stateOf(e.scope, e));
     return out;
   }
 
@@ -452,7 +473,8 @@ export class Throttler<R = unknown> {
     };
     this.#rampupRules.push(rule);
     const now = this.scheduler.now();
-    for (const [scope, entry] of this.#entries) {
+    for (const entry of this.#entries.values()) {
+      const scope = entry.scope;
       const m = entry.manager;
       if (m instanceof ThrottlingScopeManager && !m.rampup && rule.match(scope)) {
         m.enableRampup(rule.rampup);
@@ -555,7 +577,7 @@ export class Throttler<R = unknown> {
   submit(ticket: GateTicket): void {
     // Sweep here, between decisions, never while a ticket's scopes are being looked up.
     const limit = this.settings.scopeLimit;
-    if (this.#sinceSweep >= 1024 || (limit > 0 && this.#entries.size > limit)) this.#sweep();
+    if (this.#sweepDue(limit)) this.#sweep();
     if (!this.#tryStart(ticket)) {
       this.#held++;
       if (!this.#warnedHeld && this.#held > this.settings.delayedRequestsWarnThreshold) {
@@ -583,7 +605,7 @@ export class Throttler<R = unknown> {
       const scope = names[i]!;
       const held = slot as ScopeEntry | undefined;
       const entry = held !== undefined && names.length === 1 && held.scope === scope &&
-          this.#isLive(held)
+          held.slot >= 0
         ? held
         : this.#entry(scope);
       entry.manager.recordDone(now, result);
@@ -604,7 +626,7 @@ export class Throttler<R = unknown> {
       return false;
     };
     this.#global.filterInPlace(keep);
-    for (const [, entry] of this.#entries) {
+    for (const entry of this.#entries.values()) {
       if (entry.waiting === undefined || entry.waiting.size === 0) continue;
       entry.waiting.filterInPlace(keep);
       if (entry.waiting.size === 0) this.#clearTimer(entry);
@@ -764,7 +786,7 @@ export class Throttler<R = unknown> {
         // Requests queued behind the global cap create their scopes here, not
         // in submit: sweep here too, or a batch given all at once would never
         // evict. Between tickets, so no ticket's scopes go while looked at.
-        if (this.#sinceSweep >= 1024 || (limit > 0 && this.#entries.size > limit)) this.#sweep();
+        if (this.#sweepDue(limit)) this.#sweep();
         this.#pumpGlobal();
         if (this.#dirty.length > 0) {
           const scope = this.#dirty.pop()!;
@@ -835,6 +857,7 @@ export class Throttler<R = unknown> {
     if (factory !== undefined) {
       entry = {
         scope,
+        slot: -1,
         manager: factory({ scope, config, random: this.#random }),
         waiting: undefined,
         timers: undefined,
@@ -842,10 +865,14 @@ export class Throttler<R = unknown> {
         newer: undefined,
       };
     } else {
-      entry = new DefaultScopeEntry({ scope, config, random: this.#random });
+      const pooled = this.#pool.pop();
+      if (pooled !== undefined) {
+        pooled.reuse(scope, config);
+        entry = pooled;
+      } else entry = new DefaultScopeEntry({ scope, config, random: this.#random });
       entry.older = this.#newest;
     }
-    this.#entries.set(scope, entry);
+    this.#entries.add(entry);
     if (this.#newest !== undefined) this.#newest.newer = entry;
     else this.#oldest = entry;
     this.#newest = entry;
@@ -884,6 +911,11 @@ export class Throttler<R = unknown> {
    * busy scopes met on the way move to the newest end, and a sweep looks at a
    * bounded number of entries: O(1) amortised per request.
    */
+  #sweepDue(limit: number): boolean {
+    return this.#sinceSweep >= 1024 ||
+      (limit > 0 && this.#entries.size > limit && this.#sinceSweep >= this.#sweepGap);
+  }
+
   #sweep(): void {
     this.#sinceSweep = 0;
     const limit = this.settings.scopeLimit;
@@ -891,7 +923,12 @@ export class Throttler<R = unknown> {
     if (limit === 0 && maxIdle === 0) return;
     const now = this.scheduler.now();
     let over = limit > 0 ? this.#entries.size - limit : 0;
-    let budget = 64 + Math.max(0, over) * 2;
+    // Over the limit: make room for a few more scopes at once (one in 256
+    // of the limit), so a broad crawl sweeps once per that many new scopes,
+    // not once per request.
+    if (over > 0) over += limit >>> 8;
+    const maxWalk = 64 + Math.min(Math.max(0, over), 1024) * 2;
+    let budget = maxWalk;
     let entry = this.#oldest;
     while (entry !== undefined && budget-- > 0) {
       const next = entry.newer;
@@ -908,6 +945,10 @@ export class Throttler<R = unknown> {
       }
       entry = next;
     }
+    // Still over the limit (the old scopes are busy): wait for more events
+    // before walking again, one per 32 scopes walked, so a store full of busy
+    // scopes costs O(1) amortised per request too.
+    this.#sweepGap = limit > 0 && this.#entries.size > limit ? (maxWalk - budget) >>> 5 : 0;
   }
 
   /** Move a scope to the newest end of the least-recently-used list. */
@@ -919,11 +960,6 @@ export class Throttler<R = unknown> {
     if (this.#newest !== undefined) this.#newest.newer = entry;
     else this.#oldest = entry;
     this.#newest = entry;
-  }
-
-  /** Whether an entry is still in the store (an evicted one is out of the list). */
-  #isLive(entry: ScopeEntry): boolean {
-    return entry.older !== undefined || this.#oldest === entry;
   }
 
   #unlink(entry: ScopeEntry): void {
@@ -940,8 +976,13 @@ export class Throttler<R = unknown> {
       this.#clearTimer(entry);
       t.wake?.unsubscribe();
     }
-    this.#entries.delete(scope);
+    this.#entries.delete(entry);
     this.#unlink(entry);
+    if (entry instanceof DefaultScopeEntry && !entry.exposed && this.#pool.length < POOL_MAX) {
+      entry.waiting = undefined;
+      entry.timers = undefined;
+      this.#pool.push(entry);
+    }
     if (this.#stalled.size > 0) this.#stalled.delete(scope);
     if (this.observed) this.#emit({ type: "scope-evicted", at: now, scope, reason });
   }

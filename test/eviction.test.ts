@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { from, map, mergeMap, timer } from "rxjs";
 import type { ThrottleEvent } from "../lib/events.ts";
 import type { ThrottlerSettingsInput } from "../lib/settings.ts";
+import { ThrottlingScopeManager } from "../lib/scope_manager.ts";
 import { createThrottler } from "../lib/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { recordingDownload, testScheduler } from "./_helpers/test_scheduler.ts";
@@ -103,5 +104,68 @@ describe("Throttler scope eviction (virtual time)", () => {
     expect(t.events.filter((e) => e.type === "scope-created" && e.scope === "a.test"))
       .toHaveLength(2);
     expect(t.throttler.state("a.test")).toMatchObject({ baseDelayMs: 100, concurrency: 8 });
+  });
+  it("Throttler gives a new scope nothing of an evicted scope's state (its entry may be reused)", () => {
+    const t = setup({ scopeLimit: 1, scopes: { "a.test": { delayMs: 100, jitter: 0 } } });
+    send(t, [[0, "http://a.test/"]]);
+    t.scheduler.flush();
+    t.throttler.setBaseDelay("a.test", 5000, { floor: true });
+    t.throttler.setConcurrency("a.test", 1);
+    // b.test evicts a.test, c.test evicts b.test: c.test may get a.test's old entry.
+    const rec = send(t, [[10, "http://b.test/"], [20, "http://c.test/1"], [20, "http://c.test/2"]]);
+    t.scheduler.flush();
+    expect(t.evicted()).toEqual(["a.test:limit", "b.test:limit"]);
+    expect(t.throttler.state("c.test")).toMatchObject({
+      scope: "c.test",
+      delayMs: 0,
+      baseDelayMs: 0,
+      concurrency: 8,
+      backoffLevel: 0,
+      holdUntil: 0,
+      nextSendAt: 0,
+    });
+    // Both c.test requests went at once: no 5 s floor, no concurrency of 1.
+    const cSends = rec.sends.filter((s) => s.request.includes("c.test")).map((s) => s.at);
+    expect(cSends).toHaveLength(2);
+    expect(cSends[1]).toBe(cSends[0]);
+  });
+
+  it("Throttler.manager() hands out a manager that stays its scope's after eviction", () => {
+    const t = setup({ scopeLimit: 1 });
+    const m = t.throttler.manager("a.test");
+    send(t, [[10, "http://b.test/"], [20, "http://c.test/"]], () => 1000);
+    t.scheduler.schedule(() => {
+      expect(t.evicted()).toContain("a.test:limit");
+      expect(t.throttler.state("c.test")?.active).toBe(1);
+      expect(m.state!(500)).toMatchObject({ scope: "a.test", active: 0 });
+    }, 500);
+    t.scheduler.flush();
+  });
+
+  it("Throttler's sweeps look at a bounded number of scopes per request when the old ones are busy", () => {
+    const scheduler = testScheduler();
+    let looked = 0;
+    const throttler = createThrottler<string>({ scopeLimit: 10, concurrentRequests: 5000 }, {
+      scheduler,
+      random: () => 0.5,
+      scopeManager: (ctx) => {
+        const m = new ThrottlingScopeManager(ctx);
+        const isIdle = m.isIdle.bind(m);
+        m.isIdle = (now, maxIdleMs) => {
+          looked++;
+          return isIdle(now, maxIdleMs);
+        };
+        return m;
+      },
+    });
+    // 4,000 hosts, all in flight for 10 s: every sweep meets busy scopes only.
+    const rec = recordingDownload<string>(scheduler, () => 10_000);
+    from(Array.from({ length: 4000 }, (_, i) => `http://h${i}.test/`))
+      .pipe(throttleByScope(throttler, rec.download)).subscribe();
+    scheduler.flush();
+    expect(rec.sends).toHaveLength(4000);
+    // Walking every busy scope per request would be millions of looks.
+    expect(looked / 4000).toBeLessThan(100);
+    expect(throttler.scopeCount).toBeLessThanOrEqual(10 + 1);
   });
 });
