@@ -183,6 +183,13 @@ export interface RedisScopes {
 const NOW = `local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local function fmt(x) return string.format('%.3f', x) end
+-- Only ever lengthen a key's life: processes may run with other lease and
+-- idle times, and a shorter TTL would drop their live leases with the key.
+local function extend(key, ms)
+  ms = math.ceil(ms)
+  -- PTTL is -1 for a key with no TTL yet (just written): below any ms.
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
 `;
 
 /**
@@ -223,12 +230,9 @@ for i = 1, n do
   local state = KEYS[2 * i]
   local delay = tonumber(ARGV[3 + 2 * i])
   redis.call('ZADD', leases, fmt(expires), id)
-  redis.call('PEXPIRE', leases, math.ceil(leaseMs + idleMs))
+  extend(leases, leaseMs + idleMs)
   redis.call('HSET', state, 'last', fmt(now), 'next', fmt(now + delay))
-  local keep = math.max(delay, leaseMs)
-  local hold = redis.call('HGET', state, 'hold')
-  if hold and tonumber(hold) - now > keep then keep = tonumber(hold) - now end
-  redis.call('PEXPIRE', state, math.ceil(keep + idleMs))
+  extend(state, delay + idleMs)
 end
 return {1, fmt(now), fmt(expires)}
 `;
@@ -245,7 +249,7 @@ local n = 0
 for i = 1, #KEYS do
   if redis.call('ZSCORE', KEYS[i], ARGV[1]) then
     redis.call('ZADD', KEYS[i], fmt(expires), ARGV[1])
-    redis.call('PEXPIRE', KEYS[i], math.ceil(tonumber(ARGV[2]) + tonumber(ARGV[3])))
+    extend(KEYS[i], tonumber(ARGV[2]) + tonumber(ARGV[3]))
     n = n + 1
   end
 end
@@ -258,8 +262,7 @@ if holdMs > 0 then
   local untilAt = now + holdMs
   local cur = redis.call('HGET', KEYS[1], 'hold')
   if not cur or tonumber(cur) < untilAt then redis.call('HSET', KEYS[1], 'hold', fmt(untilAt)) end
-  local want = math.ceil(holdMs + tonumber(ARGV[2]))
-  if redis.call('PTTL', KEYS[1]) < want then redis.call('PEXPIRE', KEYS[1], want) end
+  extend(KEYS[1], holdMs + tonumber(ARGV[2]))
 end
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1

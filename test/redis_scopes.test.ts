@@ -1,101 +1,57 @@
 /**
  * `createRedisScopes` against the real Redis on 127.0.0.1:$REDIS_PORT (6390
  * by default). Each test works under a fresh random key prefix; two or three
- * stores on one prefix stand for as many processes.
+ * stores on one prefix stand for as many processes. Times are compared on
+ * Redis's clock (the leases' `grantedAt`/`expiresAt`), with a millisecond of
+ * rounding at most; the wall clock only bounds how long a test polls.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import process from "node:process";
-import { createClient } from "redis";
 import {
+  type AcquireResult,
   createRedisScopes,
-  type RedisScopes,
   RedisScopesError,
+  type ScopeLease,
   type SharedMessage,
 } from "../lib/redis_scopes.ts";
+import { connectRedis, redisProcesses, runCleanups, sleep, until } from "./_helpers/redis.ts";
 
-const PORT = Number(process.env.REDIS_PORT ?? 6390);
+afterEach(runCleanups);
 
-function newClient() {
-  return createClient({
-    socket: { host: "127.0.0.1", port: PORT, reconnectStrategy: false, connectTimeout: 2000 },
-  });
-}
-type Client = ReturnType<typeof newClient>;
-
-/** A connected client, or a failure that says how to get Redis. */
-async function connect(): Promise<Client> {
-  const client = newClient();
-  client.on("error", () => {});
-  try {
-    await client.connect();
-  } catch (error) {
-    throw new Error(
-      `Redis is not reachable on 127.0.0.1:${PORT} (these tests need a real one: ` +
-        `redis-server --port ${PORT} --bind 127.0.0.1 --daemonize yes, or set REDIS_PORT): ${error}`,
-    );
-  }
-  return client;
-}
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
-
-/** `n` stores (processes) on one fresh prefix, each with its own client. */
-async function cluster(
-  n: number,
-  options: { leaseMs?: number; idleTtlMs?: number } = {},
-): Promise<{ stores: RedisScopes[]; client: Client; prefix: string }> {
-  const prefix = `test:${crypto.randomUUID()}:`;
-  const stores: RedisScopes[] = [];
-  let first: Client | undefined;
-  for (let i = 0; i < n; i++) {
-    const client = await connect();
-    first ??= client;
-    cleanups.push(() => client.close());
-    const store = await createRedisScopes(client, { prefix, processId: `p${i}`, ...options });
-    cleanups.push(() => store.close());
-    stores.push(store);
-  }
-  cleanups.push(async () => {
-    const keys = await first!.keys(`${prefix}*`);
-    if (keys.length > 0) await first!.del(keys);
-  });
-  return { stores, client: first!, prefix };
+/** The lease of a grant, or a failure saying what was answered instead. */
+function leaseOf(got: AcquireResult): ScopeLease {
+  if (!got.ok) throw new Error(`expected a lease, got ${JSON.stringify(got)}`);
+  return got.lease;
 }
 
 describe("createRedisScopes()", () => {
   it("createRedisScopes() grants no more leases across processes than the scope's concurrency", async () => {
-    const { stores: [a, b, c] } = await cluster(3);
+    const [a, b, c] = await redisProcesses(3);
     const limits = [{ concurrency: 2, delayMs: 0 }];
-    const first = await a!.acquire(["s"], limits);
-    const second = await b!.acquire(["s"], limits);
-    const third = await c!.acquire(["s"], limits);
-    expect(first.ok && second.ok).toBe(true);
-    expect(third).toMatchObject({ ok: false, full: true });
-    if (!first.ok) throw new Error("unreachable");
-    await a!.release(first.lease);
-    expect((await c!.acquire(["s"], limits)).ok).toBe(true);
+    const first = leaseOf(await a!.store.acquire(["s"], limits));
+    leaseOf(await b!.store.acquire(["s"], limits));
+    expect(await c!.store.acquire(["s"], limits)).toMatchObject({ ok: false, full: true });
+    await a!.store.release(first);
+    expect((await c!.store.acquire(["s"], limits)).ok).toBe(true);
   });
 
   it("createRedisScopes() grants sends at least delayMs apart on the server's clock", async () => {
-    const { stores } = await cluster(2);
+    const procs = await redisProcesses(2);
     const delayMs = 30;
     const granted: number[] = [];
-    await Promise.all(stores.map(async (store) => {
+    let refused = 0;
+    await Promise.all(procs.map(async ({ store }) => {
       while (granted.length < 8) {
         const got = await store.acquire(["d"], [{ concurrency: 10, delayMs }]);
         if (got.ok) {
           granted.push(got.lease.grantedAt);
           await store.release(got.lease);
         } else {
+          refused++;
           await sleep(Math.max(1, got.waitMs));
         }
       }
     }));
+    expect(refused).toBeGreaterThan(0); // the two did compete
     granted.sort((x, y) => x - y);
     for (let i = 1; i < granted.length; i++) {
       // The script compares times with microseconds; a millisecond of rounding allowed.
@@ -104,120 +60,156 @@ describe("createRedisScopes()", () => {
   });
 
   it("createRedisScopes() answers how long the delay has left", async () => {
-    const { stores: [a, b] } = await cluster(2);
-    expect((await a!.acquire(["w"], [{ concurrency: 5, delayMs: 10_000 }])).ok).toBe(true);
-    const next = await b!.acquire(["w"], [{ concurrency: 5, delayMs: 0 }]);
+    const [a, b] = await redisProcesses(2);
+    leaseOf(await a!.store.acquire(["w"], [{ concurrency: 5, delayMs: 10_000 }]));
+    const next = await b!.store.acquire(["w"], [{ concurrency: 5, delayMs: 0 }]);
     // The first sender's delay binds the second, whatever its own.
-    expect(next.ok).toBe(false);
+    expect(next).toMatchObject({ ok: false, full: false });
     if (next.ok) throw new Error("unreachable");
-    expect(next.full).toBe(false);
     expect(next.waitMs).toBeGreaterThan(9_000);
     expect(next.waitMs).toBeLessThanOrEqual(10_000);
   });
 
-  it("createRedisScopes() frees the slot of a crashed process when its lease expires", async () => {
-    const { stores: [a, b] } = await cluster(2, { leaseMs: 150 });
+  it("createRedisScopes() frees the slot of a crashed process when its lease expires, not before", async () => {
+    const [a, b] = await redisProcesses(2, { leaseMs: 150 });
     const limits = [{ concurrency: 1, delayMs: 0 }];
-    expect((await a!.acquire(["c"], limits)).ok).toBe(true); // never released: a crash
-    const blocked = await b!.acquire(["c"], limits);
+    const crashed = leaseOf(await a!.store.acquire(["c"], limits)); // never released: a crash
+    expect(crashed.expiresAt - crashed.grantedAt).toBeCloseTo(150, 6);
+    const blocked = await b!.store.acquire(["c"], limits);
     expect(blocked).toMatchObject({ ok: false, full: true });
     if (blocked.ok) throw new Error("unreachable");
     expect(blocked.expiresInMs).toBeGreaterThan(0);
     expect(blocked.expiresInMs).toBeLessThanOrEqual(150);
-    await sleep(blocked.expiresInMs! + 5);
-    expect((await b!.acquire(["c"], limits)).ok).toBe(true);
+    let lease: ScopeLease | undefined;
+    await until(async () => {
+      const got = await b!.store.acquire(["c"], limits);
+      if (got.ok) lease = got.lease;
+      return got.ok;
+    }, "the crashed lease to expire");
+    expect(lease!.grantedAt).toBeGreaterThanOrEqual(crashed.expiresAt);
   });
 
   it("createRedisScopes() takes a lease in every scope of a request or in none", async () => {
-    const { stores: [a, b], client, prefix } = await cluster(2);
+    const [a, b] = await redisProcesses(2);
+    const { client, store } = a!;
     const one = { concurrency: 1, delayMs: 0 };
-    const held = await a!.acquire(["x"], [one]);
-    expect(held.ok).toBe(true);
-    expect(await b!.acquire(["y", "x"], [one, one])).toMatchObject({ ok: false, full: true });
-    expect(await client.zCard(`${prefix}lease:y`)).toBe(0);
-    expect(await client.exists(`${prefix}state:y`)).toBe(0);
-    if (!held.ok) throw new Error("unreachable");
-    await a!.release(held.lease);
-    const both = await b!.acquire(["y", "x"], [one, one]);
-    expect(both.ok).toBe(true);
-    expect(await client.zCard(`${prefix}lease:x`)).toBe(1);
-    expect(await client.zCard(`${prefix}lease:y`)).toBe(1);
+    const held = leaseOf(await store.acquire(["x"], [one]));
+    expect(await b!.store.acquire(["y", "x"], [one, one])).toMatchObject({ ok: false, full: true });
+    expect(await client.zCard(`${store.prefix}lease:y`)).toBe(0);
+    expect(await client.exists(`${store.prefix}state:y`)).toBe(0);
+    await store.release(held);
+    leaseOf(await b!.store.acquire(["y", "x"], [one, one]));
+    expect(await client.zCard(`${store.prefix}lease:x`)).toBe(1);
+    expect(await client.zCard(`${store.prefix}lease:y`)).toBe(1);
     // Either scope now refuses on its own.
-    expect((await a!.acquire(["y"], [one])).ok).toBe(false);
-    expect((await a!.acquire(["x"], [one])).ok).toBe(false);
+    expect((await store.acquire(["y"], [one])).ok).toBe(false);
+    expect((await store.acquire(["x"], [one])).ok).toBe(false);
   });
 
   it("createRedisScopes() lets the keys of an idle scope expire", async () => {
-    const { stores: [a], client, prefix } = await cluster(1, { leaseMs: 100, idleTtlMs: 100 });
-    const got = await a!.acquire(["idle"], [{ concurrency: 1, delayMs: 20 }]);
-    if (!got.ok) throw new Error("expected a lease");
-    for (const key of [`${prefix}lease:idle`, `${prefix}state:idle`]) {
+    const [a] = await redisProcesses(1, { leaseMs: 100, idleTtlMs: 100 });
+    const { client, store } = a!;
+    const lease = leaseOf(await store.acquire(["idle"], [{ concurrency: 1, delayMs: 20 }]));
+    for (const key of [`${store.prefix}lease:idle`, `${store.prefix}state:idle`]) {
       const ttl = await client.pTTL(key);
       expect(ttl).toBeGreaterThan(0);
       expect(ttl).toBeLessThanOrEqual(200);
     }
-    await a!.release(got.lease);
-    await sleep(250);
-    expect(await client.keys(`${prefix}*`)).toEqual([]);
+    await store.release(lease);
+    await until(async () => (await client.keys(`${store.prefix}*`)).length === 0, "the keys to go");
+  });
+
+  it("createRedisScopes() never shortens the life of another process's longer lease", async () => {
+    // Processes configured with different lease times share a scope.
+    const [long] = await redisProcesses(1, { leaseMs: 60_000, idleTtlMs: 1_000 });
+    const short = await createRedisScopes(long!.client, {
+      prefix: long!.store.prefix,
+      processId: "short",
+      leaseMs: 100,
+      idleTtlMs: 100,
+      subscribe: false,
+    });
+    const limits = [{ concurrency: 2, delayMs: 0 }];
+    leaseOf(await long!.store.acquire(["t"], limits));
+    const brief = leaseOf(await short.acquire(["t"], limits));
+    expect(await short.renew(brief)).toBe(true);
+    // Were the set's TTL cut to the short lease's, the long lease would vanish with it.
+    expect(await long!.client.pTTL(`${short.prefix}lease:t`)).toBeGreaterThan(60_000);
+    expect(await long!.client.pTTL(`${short.prefix}state:t`)).toBeGreaterThan(500);
   });
 
   it("createRedisScopes() renews a lease while it is held and not after it expired", async () => {
-    const { stores: [a], client, prefix } = await cluster(1, { leaseMs: 100 });
-    const got = await a!.acquire(["r"], [{ concurrency: 1, delayMs: 0 }]);
-    if (!got.ok) throw new Error("expected a lease");
-    const before = Number(await client.zScore(`${prefix}lease:r`, got.lease.id));
-    await sleep(20);
-    expect(await a!.renew(got.lease)).toBe(true);
-    expect(Number(await client.zScore(`${prefix}lease:r`, got.lease.id))).toBeGreaterThan(before);
-    await sleep(130);
-    expect((await a!.acquire(["r"], [{ concurrency: 1, delayMs: 0 }])).ok).toBe(true); // swept
-    expect(await a!.renew(got.lease)).toBe(false);
+    const [a] = await redisProcesses(1, { leaseMs: 100 });
+    const { client, store } = a!;
+    const lease = leaseOf(await store.acquire(["r"], [{ concurrency: 1, delayMs: 0 }]));
+    const key = `${store.prefix}lease:r`;
+    expect(Number(await client.zScore(key, lease.id))).toBeCloseTo(lease.expiresAt, 3);
+    await until(async () => {
+      const [sec, us] = (await client.sendCommand(["TIME"])) as [string, string];
+      return Number(sec) * 1000 + Number(us) / 1000 > lease.grantedAt + 1;
+    }, "a millisecond on Redis's clock");
+    expect(await store.renew(lease)).toBe(true);
+    expect(Number(await client.zScore(key, lease.id))).toBeGreaterThan(lease.expiresAt);
+    // Once it expired and another request swept it, renewing it is refused.
+    await until(
+      async () => (await store.acquire(["r"], [{ concurrency: 1, delayMs: 0 }])).ok,
+      "the lease to expire",
+    );
+    expect(await store.renew(lease)).toBe(false);
   });
 
   it("createRedisScopes() stores a published hold so every process waits for it", async () => {
-    const { stores: [a, b] } = await cluster(2);
-    await a!.publishBackoff({
+    const [a, b] = await redisProcesses(2);
+    await a!.store.publishBackoff({
       scope: "h",
       level: 1,
       cause: "status 429",
       hold: { ms: 5_000, source: "retry-after" },
     });
-    const got = await b!.acquire(["h"], [{ concurrency: 4, delayMs: 0 }]);
-    expect(got.ok).toBe(false);
+    const got = await b!.store.acquire(["h"], [{ concurrency: 4, delayMs: 0 }]);
+    expect(got).toMatchObject({ ok: false, full: false });
     if (got.ok) throw new Error("unreachable");
     expect(got.waitMs).toBeGreaterThan(4_000);
     expect(got.waitMs).toBeLessThanOrEqual(5_000);
   });
 
   it("createRedisScopes() delivers messages to the other processes, not back to the sender", async () => {
-    const { stores: [a, b] } = await cluster(2);
+    const [a, b] = await redisProcesses(2);
     const seenByA: SharedMessage[] = [];
     const seenByB: SharedMessage[] = [];
-    a!.messages$.subscribe((m) => seenByA.push(m));
-    b!.messages$.subscribe((m) => seenByB.push(m));
-    await a!.publishBackoff({ scope: "m", level: 2, cause: "status 503", hold: undefined });
-    const got = await a!.acquire(["m"], [{ concurrency: 1, delayMs: 0 }]);
-    if (!got.ok) throw new Error("expected a lease");
-    await a!.release(got.lease);
-    for (let i = 0; i < 100 && seenByB.length < 2; i++) await sleep(5);
+    a!.store.messages$.subscribe((m) => seenByA.push(m));
+    b!.store.messages$.subscribe((m) => seenByB.push(m));
+    await a!.store.publishBackoff({ scope: "m", level: 2, cause: "status 503", hold: undefined });
+    await a!.store.release(
+      leaseOf(await a!.store.acquire(["m"], [{ concurrency: 1, delayMs: 0 }])),
+    );
+    // b's message comes after a's on one connection: once a hears it, a heard all it would.
+    await b!.store.publishBackoff({ scope: "end", level: 0, cause: "end", hold: undefined });
+    await until(() => seenByA.length > 0 && seenByB.length >= 2, "the messages");
     expect(seenByB).toEqual([
       { type: "backoff", from: "p0", scope: "m", level: 2, cause: "status 503" },
       { type: "release", from: "p0", scopes: ["m"] },
     ]);
-    expect(seenByA).toEqual([]);
+    expect(seenByA).toEqual([{
+      type: "backoff",
+      from: "p1",
+      scope: "end",
+      level: 0,
+      cause: "end",
+    }]);
   });
 
-  it("createRedisScopes() rejects with a RedisScopesError when Redis fails", async () => {
-    const { stores: [a], client } = await cluster(1);
-    client.destroy();
-    const error = await a!.acquire(["e"], [{ concurrency: 1, delayMs: 0 }]).catch((e) => e);
+  it("createRedisScopes() rejects with a RedisScopesError naming the operation and scopes when Redis fails", async () => {
+    const [a] = await redisProcesses(1);
+    a!.client.destroy();
+    const error = await a!.store.acquire(["e"], [{ concurrency: 1, delayMs: 0 }]).catch((e) => e);
     expect(error).toBeInstanceOf(RedisScopesError);
     expect(error).toMatchObject({ name: "RedisScopesError", operation: "acquire", scopes: ["e"] });
+    expect(error.message).toMatch(/^Cannot acquire for scopes e as Redis failed: /);
   });
 
   it("createRedisScopes() names a bad option", async () => {
-    const client = await connect();
-    cleanups.push(() => client.close());
+    const client = await connectRedis();
     await expect(createRedisScopes(client, { leaseMs: 0 })).rejects.toThrow(
       /'leaseMs' must be a finite number >= 1: current value is 0/,
     );
