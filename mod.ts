@@ -33,3 +33,6 @@ export * from "./lib/dns_cache.ts";
 export * from "./lib/robots_txt.ts";
 export * from "./lib/robots_download.ts";
 export * from "./lib/precise_scheduler.ts";
+export * from "./lib/redis_scopes.ts";
+export * from "./lib/shared_download.ts";
+export * from "./lib/shared_backoff.ts";

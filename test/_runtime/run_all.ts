@@ -1,7 +1,7 @@
 /**
  * `npm test`: runs each named npm script in turn, carries on past a failure so
  * one run shows every runtime's result, prints a table and exits non-zero if
- * any step failed.
+ * any step failed. Test steps get a Redis server first (see redis.ts).
  *
  * Usage: tsx test/_runtime/run_all.ts typecheck lint test:node ...
  *
@@ -10,6 +10,7 @@
 import { spawnSync } from "node:child_process";
 import { rmSync } from "node:fs";
 import process from "node:process";
+import { ensureRedis, type TestRedis } from "./redis.ts";
 import { REPORT_DIR, type StepResult, STEPS_FILE, summarize, writeReport } from "./reports.ts";
 
 const steps = process.argv.slice(2);
@@ -20,6 +21,18 @@ if (steps.length === 0) {
 
 // Stale reports from an earlier run must not be counted.
 rmSync(REPORT_DIR, { recursive: true, force: true });
+
+// The Redis tests and examples need a server: the one on $REDIS_PORT, or one
+// started here for the run (test/_runtime/redis.ts).
+let redis: TestRedis | undefined;
+if (steps.some((s) => s.startsWith("test:"))) {
+  try {
+    redis = await ensureRedis();
+  } catch (error) {
+    console.error(`npm test: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}
 
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 const results: StepResult[] = [];
@@ -33,6 +46,8 @@ for (const step of steps) {
   results.push({ step, exitCode: run.status ?? 1, seconds });
   writeReport(STEPS_FILE, results);
 }
+
+redis?.stop();
 
 const { lines, total } = summarize(results);
 console.log(`\n=== summary\n${lines.join("\n")}`);
