@@ -221,11 +221,25 @@ async function parent(argv: readonly string[]): Promise<void> {
   const broadRuns: BroadResult[] = [];
   const sameRuns: BroadResult[] = [];
   const coreRuns: CoreResult[] = [];
+  const defaultCapRuns: BroadResult[] = [];
   for (let rep = 0; rep < reps; rep++) {
     const b = await runChild<BroadResult>(file, ["--child", "--kind", "broad", ...common]);
     broadRuns.push(b);
     const s = await runChild<BroadResult>(file, ["--child", "--kind", "same", ...common]);
     sameRuns.push(s);
+    // The same broad crawl with the default global cap (concurrentRequests 16).
+    const d = await runChild<BroadResult>(file, [
+      "--child",
+      "--kind",
+      "broad",
+      "--requests",
+      String(n),
+      "--limit",
+      String(limit),
+      "--window",
+      "16",
+    ]);
+    defaultCapRuns.push(d);
     // Exactly the core benchmark's own throttleByScope run: 200,000 requests
     // over 1,000 scopes given with `from`, in its own process.
     const c = await runChild<CoreResult>(coreFile, [
@@ -238,9 +252,9 @@ async function parent(argv: readonly string[]): Promise<void> {
     ]);
     coreRuns.push(c);
     process.stderr.write(
-      `broad rep ${rep + 1}/${reps}: broad ${
-        fmtInt(b.perSecond)
-      } req/s, same source over 1,000 scopes ${fmtInt(s.perSecond)}, core benchmark ${
+      `broad rep ${rep + 1}/${reps}: broad ${fmtInt(b.perSecond)} req/s (cap 16: ${
+        fmtInt(d.perSecond)
+      }), same source over 1,000 scopes ${fmtInt(s.perSecond)}, core benchmark ${
         fmtInt(c.perSecond)
       }\n`,
     );
@@ -279,6 +293,16 @@ async function parent(argv: readonly string[]): Promise<void> {
     ["broad throughput", `${fmtInt(broadRate)} req/s`, ""],
     ["core benchmark, 1,000-scope run (its own method)", `${fmtInt(coreRate)} req/s`, ""],
     ["**broad / core benchmark**", `**${fmtFixed(broadRate / coreRate)}x**`, ">= 0.7x"],
+    [
+      "broad throughput with the default global cap (16)",
+      `${fmtInt(median(defaultCapRuns.map((r) => r.perSecond)))} req/s`,
+      "",
+    ],
+    [
+      "broad (cap 16) / core benchmark",
+      `${fmtFixed(median(defaultCapRuns.map((r) => r.perSecond)) / coreRate)}x`,
+      "",
+    ],
     ["1,000 scopes through the same streaming source", `${fmtInt(sameRate)} req/s`, ""],
     [
       "broad / same source over 1,000 scopes",
