@@ -143,6 +143,51 @@ export class RedisScopesError extends Error {
     this.operation = operation;
     this.scopes = scopes;
   }
+
+  /**
+   * The error of a failed Redis call: what failed, for which scopes, and the
+   * failure as `cause` (a `RedisScopesError` is returned as it is).
+   *
+   * @param operation What the store was doing.
+   * @param scopes The scopes concerned.
+   * @param error What the client threw or rejected with.
+   * @returns `Cannot <operation> for scopes <scopes> as Redis failed: <message>`.
+   * @example
+   * ```ts
+   * import { RedisScopesError } from "./redis_scopes.ts";
+   * const e = RedisScopesError.from("acquire", ["a.test"], new Error("socket closed"));
+   * console.assert(e.message === "Cannot acquire for scopes a.test as Redis failed: socket closed");
+   * ```
+   */
+  static from(
+    operation: RedisScopesError["operation"],
+    scopes: readonly string[],
+    error: unknown,
+  ): RedisScopesError {
+    if (error instanceof RedisScopesError) return error;
+    return new RedisScopesError(
+      `Cannot ${operation} for scopes ${scopes.join(", ")} as Redis failed: ${
+        error instanceof Error ? error.message : String(error)
+      }`,
+      operation,
+      scopes,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * The default `onError` of `sharedDownload` and `shareBackoff`: a `warning`
+ * event on the throttler (code `redis-scopes`), once per message.
+ *
+ * @param throttler Where the warnings go.
+ * @returns The error handler.
+ */
+export function warnOnThrottler(
+  throttler: { warnOnce(key: string, code: string, message: string): void },
+): (error: RedisScopesError) => void {
+  return (error) =>
+    throttler.warnOnce(`redis-scopes:${error.message}`, "redis-scopes", error.message);
 }
 
 /** The shared store; see {@link createRedisScopes}. */
@@ -373,7 +418,9 @@ class RedisScopesStore implements RedisScopes {
     } catch (error) {
       this.#subscriber?.destroy();
       throw new RedisScopesError(
-        `Cannot create Redis scopes as Redis failed: ${errorMessage(error)}`,
+        `Cannot create Redis scopes as Redis failed: ${
+          error instanceof Error ? error.message : String(error)
+        }`,
         "connect",
         [],
         { cause: error },
@@ -412,7 +459,7 @@ class RedisScopesStore implements RedisScopes {
       return await this.#client.sendCommand(["EVALSHA", sha, ...tail]);
     } catch (error) {
       // After SCRIPT FLUSH or a restart of Redis: EVAL caches the script again.
-      if (!errorMessage(error).startsWith("NOSCRIPT")) throw error;
+      if (!(error instanceof Error && error.message.startsWith("NOSCRIPT"))) throw error;
       return await this.#client.sendCommand(["EVAL", SCRIPTS[name], ...tail]);
     }
   }
@@ -445,7 +492,7 @@ class RedisScopesStore implements RedisScopes {
     try {
       reply = await this.#run("acquire", keys, args);
     } catch (error) {
-      throw this.#failed("acquire", scopes, error);
+      throw RedisScopesError.from("acquire", scopes, error);
     }
     const r = reply as readonly (string | number)[];
     if (Number(r[0]) === 1) {
@@ -481,7 +528,7 @@ class RedisScopesStore implements RedisScopes {
         [lease.id, this.#channel, JSON.stringify(message)],
       );
     } catch (error) {
-      throw this.#failed("release", lease.scopes, error);
+      throw RedisScopesError.from("release", lease.scopes, error);
     }
     this.#released.next(lease.scopes);
   }
@@ -495,7 +542,7 @@ class RedisScopesStore implements RedisScopes {
       );
       return Number(n) === lease.scopes.length;
     } catch (error) {
-      throw this.#failed("renew", lease.scopes, error);
+      throw RedisScopesError.from("renew", lease.scopes, error);
     }
   }
 
@@ -517,17 +564,8 @@ class RedisScopesStore implements RedisScopes {
         JSON.stringify(message),
       ]);
     } catch (error) {
-      throw this.#failed("publish", [backoff.scope], error);
+      throw RedisScopesError.from("publish", [backoff.scope], error);
     }
-  }
-
-  #failed(operation: RedisScopesError["operation"], scopes: readonly string[], error: unknown) {
-    return new RedisScopesError(
-      `Cannot ${operation} for scopes ${scopes.join(", ")} as Redis failed: ${errorMessage(error)}`,
-      operation,
-      scopes,
-      { cause: error },
-    );
   }
 
   async close(): Promise<void> {
@@ -542,8 +580,4 @@ class RedisScopesStore implements RedisScopes {
       sub.destroy(); // already broken: nothing to wait for
     }
   }
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

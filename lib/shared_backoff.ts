@@ -6,7 +6,12 @@
  */
 import { Subscription } from "rxjs";
 import type { Throttler } from "./throttler.ts";
-import type { RedisScopes, RedisScopesError, SharedBackoffMessage } from "./redis_scopes.ts";
+import {
+  type RedisScopes,
+  RedisScopesError,
+  type SharedBackoffMessage,
+  warnOnThrottler,
+} from "./redis_scopes.ts";
 
 /** Options of {@link shareBackoff}. */
 export interface ShareBackoffOptions {
@@ -58,9 +63,7 @@ export function shareBackoff<R>(
   throttler: Throttler<R>,
   options: ShareBackoffOptions = {},
 ): Subscription {
-  const onError = options.onError ??
-    ((error: RedisScopesError) =>
-      throttler.warnOnce(`redis-scopes:${error.message}`, "redis-scopes", error.message));
+  const onError = options.onError ?? warnOnThrottler(throttler);
   let applying = false;
   /** Backoff events of this turn, per scope: a hold event follows its backoff event synchronously. */
   let pending: Map<string, Outgoing> | undefined;
@@ -69,7 +72,11 @@ export function shareBackoff<R>(
     const out = pending;
     pending = undefined;
     if (out === undefined) return;
-    for (const message of out.values()) scopes.publishBackoff(message).catch(onError);
+    for (const message of out.values()) {
+      scopes.publishBackoff(message).catch((error) =>
+        onError(RedisScopesError.from("publish", [message.scope], error))
+      );
+    }
   };
 
   const subscription = new Subscription();

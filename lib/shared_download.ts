@@ -11,7 +11,7 @@ import {
   Observable,
   type ObservableInput,
   type SchedulerLike,
-  type Subscription,
+  Subscription,
   timer,
 } from "rxjs";
 import { filter, take } from "rxjs/operators";
@@ -23,6 +23,7 @@ import {
   RedisScopesError,
   type ScopeLease,
   type ScopeLimits,
+  warnOnThrottler,
 } from "./redis_scopes.ts";
 
 /** What the wrapped download is given: the gate's context and the cluster lease it holds. */
@@ -102,9 +103,7 @@ export function sharedDownload<R, T>(
     }
   }
   const scheduler = options.scheduler ?? throttler.scheduler;
-  const onError = options.onError ??
-    ((error: RedisScopesError) =>
-      throttler.warnOnce(`redis-scopes:${error.message}`, "redis-scopes", error.message));
+  const onError = options.onError ?? warnOnThrottler(throttler);
 
   /** Resolve a Redis call, or fail with a RedisScopesError after `timeoutMs`. */
   const bounded = <V>(
@@ -114,6 +113,15 @@ export function sharedDownload<R, T>(
     late: (value: V) => void,
   ): Observable<V> =>
     new Observable<V>((subscriber) => {
+      let answer: Promise<V>;
+      try {
+        answer = call();
+      } catch (error) {
+        // A client may throw at once (closed, bad arguments): that too is a
+        // failed call of this operation, not a crash of the pipeline.
+        subscriber.error(RedisScopesError.from(operation, names, error));
+        return;
+      }
       let done = false;
       const t = scheduler.schedule(() => {
         done = true;
@@ -127,7 +135,7 @@ export function sharedDownload<R, T>(
           ),
         );
       }, timeoutMs);
-      call().then(
+      answer.then(
         (value) => {
           t.unsubscribe();
           // A grant that comes after a time-out or an unsubscribe must still
@@ -141,14 +149,7 @@ export function sharedDownload<R, T>(
           t.unsubscribe();
           if (done || subscriber.closed) return;
           done = true;
-          subscriber.error(
-            error instanceof RedisScopesError ? error : new RedisScopesError(
-              `Cannot ${operation} for scopes ${names.join(", ")}: ${String(error)}`,
-              operation,
-              names,
-              { cause: error },
-            ),
-          );
+          subscriber.error(RedisScopesError.from(operation, names, error));
         },
       );
       return () => t.unsubscribe();
@@ -178,7 +179,9 @@ export function sharedDownload<R, T>(
         const held = lease;
         lease = undefined;
         if (held === undefined) return;
-        scopes.release(held).catch((error: RedisScopesError) => onError(error));
+        scopes.release(held).catch((error) =>
+          onError(RedisScopesError.from("release", names, error))
+        );
       };
 
       const attempt = () => {
@@ -187,7 +190,11 @@ export function sharedDownload<R, T>(
           "acquire",
           names,
           (late) => {
-            if (late.ok) scopes.release(late.lease).catch(onError);
+            if (late.ok) {
+              scopes.release(late.lease).catch((error) =>
+                onError(RedisScopesError.from("release", names, error))
+              );
+            }
           },
         ).subscribe({
           next: (result: AcquireResult) => {
@@ -222,7 +229,24 @@ export function sharedDownload<R, T>(
         renewal = timer(every, every, scheduler).subscribe(() => {
           const held = lease;
           if (held === undefined) return;
-          scopes.renew(held).catch((error: RedisScopesError) => onError(error));
+          scopes.renew(held).then(
+            (renewed) => {
+              if (renewed || lease !== held) return;
+              // Expired (a stall longer than leaseMs): its slots may already
+              // be someone else's. The download goes on; say so once.
+              renewal?.unsubscribe();
+              onError(
+                new RedisScopesError(
+                  `Cannot renew for scopes ${
+                    names.join(", ")
+                  } as the lease had expired: the scopes' limits may be exceeded until this download ends`,
+                  "renew",
+                  names,
+                ),
+              );
+            },
+            (error) => onError(RedisScopesError.from("renew", names, error)),
+          );
         });
         let input: Observable<T>;
         try {
@@ -238,7 +262,11 @@ export function sharedDownload<R, T>(
           subscriber.error(error);
           return;
         }
-        inner = input.subscribe({
+        // Held before subscribing: a download that answers synchronously ends
+        // this request (and runs the teardown) before `subscribe` returns.
+        const innerHolder = new Subscription();
+        inner = innerHolder;
+        innerHolder.add(input.subscribe({
           // The release goes out on the connection before the outcome does, so
           // this process's next acquire reaches Redis after it.
           next: (value) => {
@@ -254,7 +282,7 @@ export function sharedDownload<R, T>(
             giveBack();
             subscriber.complete();
           },
-        });
+        }));
       };
 
       attempt();
