@@ -79,37 +79,36 @@ export function shareBackoff<R>(
     }
   };
 
+  /** Publish `message` at the end of this turn, in place of an earlier one of its scope. */
+  const queue = (message: Outgoing) => {
+    if (pending === undefined) {
+      pending = new Map();
+      queueMicrotask(flush);
+    }
+    pending.set(message.scope, message);
+  };
+
   const subscription = new Subscription();
   subscription.add(throttler.events$.subscribe((event) => {
     // Events raised while a peer's message is applied are the peer's, not news.
     if (applying) return;
     if (event.type === "backoff") {
-      if (pending === undefined) {
-        pending = new Map();
-        queueMicrotask(flush);
-      }
-      pending.set(event.scope, {
+      queue({
         scope: event.scope,
         level: event.level,
         cause: event.cause,
-        hold: pending.get(event.scope)?.hold,
+        hold: pending?.get(event.scope)?.hold,
       });
     } else if (event.type === "hold") {
       const hold = { ms: Math.max(0, event.until - event.at), source: event.source };
-      const known = pending?.get(event.scope);
-      if (known !== undefined) {
-        pending!.set(event.scope, { ...known, hold });
-        return;
-      }
-      // A hold on its own: publish it with the level the scope is at.
-      if (pending === undefined) {
-        pending = new Map();
-        queueMicrotask(flush);
-      }
-      pending.set(event.scope, {
-        scope: event.scope,
-        level: throttler.state(event.scope)?.backoffLevel ?? 0,
-        cause: "hold",
+      // With its backoff event of this turn, or on its own (published with
+      // the level the scope is at).
+      queue({
+        ...(pending?.get(event.scope) ?? {
+          scope: event.scope,
+          level: throttler.state(event.scope)?.backoffLevel ?? 0,
+          cause: "hold",
+        }),
         hold,
       });
     }

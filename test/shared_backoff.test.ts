@@ -4,79 +4,40 @@
  * prefix.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import process from "node:process";
-import { createClient } from "redis";
 import { from, lastValueFrom, toArray } from "rxjs";
-import { createRedisScopes, type RedisScopes, type SharedMessage } from "../lib/redis_scopes.ts";
+import type { RedisScopes, SharedMessage } from "../lib/redis_scopes.ts";
 import { shareBackoff } from "../lib/shared_backoff.ts";
 import { sharedDownload } from "../lib/shared_download.ts";
 import { createThrottler, type Throttler } from "../lib/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
+import { onCleanup, redisProcesses, runCleanups, until } from "./_helpers/redis.ts";
 
-const PORT = Number(process.env.REDIS_PORT ?? 6390);
-
-function newClient() {
-  return createClient({
-    socket: { host: "127.0.0.1", port: PORT, reconnectStrategy: false, connectTimeout: 2000 },
-  });
-}
-type Client = ReturnType<typeof newClient>;
-
-/** A connected client, or a failure that says how to get Redis. */
-async function connect(): Promise<Client> {
-  const client = newClient();
-  client.on("error", () => {});
-  try {
-    await client.connect();
-  } catch (error) {
-    throw new Error(
-      `Redis is not reachable on 127.0.0.1:${PORT} (these tests need a real one: ` +
-        `redis-server --port ${PORT} --bind 127.0.0.1 --daemonize yes, or set REDIS_PORT): ${error}`,
-    );
-  }
-  return client;
-}
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-const cleanups: (() => unknown)[] = [];
-afterEach(async () => {
-  while (cleanups.length > 0) {
-    try {
-      await cleanups.pop()!();
-    } catch { /* already closed */ }
-  }
-});
+afterEach(runCleanups);
 
 /** `n` stores (processes) on one fresh prefix. */
 async function stores(n: number): Promise<RedisScopes[]> {
-  const prefix = `test:${crypto.randomUUID()}:`;
-  const out: RedisScopes[] = [];
-  let first: Client | undefined;
-  for (let i = 0; i < n; i++) {
-    const client = await connect();
-    first ??= client;
-    cleanups.push(() => client.close());
-    const store = await createRedisScopes(client, { prefix, processId: `p${i}` });
-    cleanups.push(() => store.close());
-    out.push(store);
-  }
-  cleanups.unshift(async () => {
-    const keys = await first!.keys(`${prefix}*`);
-    if (keys.length > 0) await first!.del(keys);
-  });
-  return out;
+  return (await redisProcesses(n)).map((p) => p.store);
 }
 
-/** Wait (real I/O: pub/sub) until a condition holds, or fail after 2 s. */
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (check()) return;
-    await sleep(10);
+/**
+ * Wait until `listener` has heard everything `sender` published so far:
+ * messages of one connection arrive in order, so once a marker sent now is
+ * heard, anything sent before it (an echo, say) has been heard too.
+ */
+async function barrier(sender: RedisScopes, listener: RedisScopes): Promise<void> {
+  const scope = `barrier-${crypto.randomUUID()}`;
+  let heard = false;
+  const sub = listener.messages$.subscribe((m) => {
+    if (m.type === "backoff" && m.scope === scope) heard = true;
+  });
+  try {
+    await sender.publishBackoff({ scope, level: 0, cause: "barrier", hold: undefined });
+    await until(() => heard, "the barrier message");
+  } finally {
+    sub.unsubscribe();
   }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 const level = <R>(t: Throttler<R>, scope: string) => t.state(scope)?.backoffLevel ?? 0;
@@ -88,7 +49,8 @@ describe("shareBackoff()", () => {
     const tb = createThrottler();
     const sa = shareBackoff(a!, ta);
     const sb = shareBackoff(b!, tb);
-    cleanups.push(() => sa.unsubscribe(), () => sb.unsubscribe());
+    onCleanup(() => sa.unsubscribe());
+    onCleanup(() => sb.unsubscribe());
     const heard: SharedMessage[] = [];
     watcher!.messages$.subscribe((m) => heard.push(m));
 
@@ -99,8 +61,9 @@ describe("shareBackoff()", () => {
     expect(state.backoffLevel).toBe(1);
     expect(state.delayMs).toBe(ta.state("s.test")!.delayMs);
     expect(state.holdUntil - tb.scheduler.now()).toBeGreaterThan(2_000);
-    await sleep(50); // room for an echo, were there one
-    expect(heard).toEqual([{
+    // Had b echoed the backoff, the echo would be heard before b's barrier.
+    await barrier(b!, watcher!);
+    expect(heard.filter((m) => m.type === "backoff" && m.cause !== "barrier")).toEqual([{
       type: "backoff",
       from: "p0",
       scope: "s.test",
@@ -117,14 +80,15 @@ describe("shareBackoff()", () => {
     const tb = createThrottler();
     const sa = shareBackoff(a!, ta);
     const sb = shareBackoff(b!, tb);
-    cleanups.push(() => sa.unsubscribe(), () => sb.unsubscribe());
+    onCleanup(() => sa.unsubscribe());
+    onCleanup(() => sb.unsubscribe());
     tb.recordBackoff("l.test", { cause: "status 503" });
     await until(() => level(ta, "l.test") === 1, "the first step");
     // a steps twice more on its own: b follows to 3, and a stays at 3.
     ta.recordBackoff("l.test", { cause: "status 503" });
     ta.recordBackoff("l.test", { cause: "status 503" });
     await until(() => level(tb, "l.test") === 3, "b at level 3");
-    await sleep(50);
+    await barrier(b!, a!); // anything b sent back has reached a
     expect(level(ta, "l.test")).toBe(3);
     expect(level(tb, "l.test")).toBe(3);
   });
@@ -135,10 +99,14 @@ describe("shareBackoff()", () => {
     const tb = createThrottler();
     const sa = shareBackoff(a!, ta);
     const sb = shareBackoff(b!, tb);
-    cleanups.push(() => sa.unsubscribe());
+    onCleanup(() => sa.unsubscribe());
     sb.unsubscribe();
+    const heardByB: SharedMessage[] = [];
+    b!.messages$.subscribe((m) => heardByB.push(m));
     ta.recordBackoff("u.test", { cause: "status 429" });
-    await sleep(80);
+    // b's store got the message (it was sharing's source): nothing applied it.
+    await until(() => heardByB.length === 1, "the message to reach b's store");
+    expect(level(ta, "u.test")).toBe(1);
     expect(level(tb, "u.test")).toBe(0);
   });
 
@@ -150,14 +118,15 @@ describe("shareBackoff()", () => {
         res.writeHead(429, { "retry-after": "2" }).end("slow down");
       } else res.writeHead(200).end("ok");
     });
-    cleanups.push(() => server.close());
+    onCleanup(() => server.close());
     const [a, b] = await stores(2);
     const settings = { retry: { enabled: false }, downloadDelayMs: 0 } as const;
     const ta = createThrottler<string>(settings);
     const tb = createThrottler<string>(settings);
     const sa = shareBackoff(a!, ta);
     const sb = shareBackoff(b!, tb);
-    cleanups.push(() => sa.unsubscribe(), () => sb.unsubscribe());
+    onCleanup(() => sa.unsubscribe());
+    onCleanup(() => sb.unsubscribe());
     const get = async (url: string) => {
       const response = await fetch(url);
       await response.text();
