@@ -10,19 +10,15 @@
  * @module
  */
 import process from "node:process";
-import { createClient } from "redis";
 import { from, lastValueFrom, toArray } from "rxjs";
 import { createRedisScopes } from "../lib/redis_scopes.ts";
 import { sharedDownload } from "../lib/shared_download.ts";
 import { createThrottler } from "../lib/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
+import { connectRedis, runCleanups } from "./_helpers/redis.ts";
 
 const [origin = "", prefix = "", count = "0", concurrency = "1", tag = "w"] = process.argv.slice(2);
-const port = Number(process.env.REDIS_PORT ?? 6390);
-
-const client = createClient({ socket: { host: "127.0.0.1", port, reconnectStrategy: false } });
-client.on("error", () => {});
-await client.connect();
+const client = await connectRedis();
 const store = await createRedisScopes(client, { prefix, processId: tag });
 try {
   const throttler = createThrottler<string>({
@@ -42,5 +38,5 @@ try {
   console.log(JSON.stringify({ statuses }));
 } finally {
   await store.close();
-  await client.close();
+  await runCleanups(); // the client
 }
