@@ -9,6 +9,7 @@ import type { RedisScopes, SharedMessage } from "../lib/redis_scopes.ts";
 import { shareBackoff } from "../lib/shared_backoff.ts";
 import { sharedDownload } from "../lib/shared_download.ts";
 import { createThrottler, type Throttler } from "../lib/throttler.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
@@ -38,6 +39,18 @@ async function barrier(sender: RedisScopes, listener: RedisScopes): Promise<void
   } finally {
     sub.unsubscribe();
   }
+}
+
+/** Two processes, each a store and a throttler sharing its backoff through it. */
+async function sharingPair(settings: ThrottlerSettingsInput = {}) {
+  const [a, b] = await stores(2);
+  const ta = createThrottler<string>(settings);
+  const tb = createThrottler<string>(settings);
+  const sa = shareBackoff(a!, ta);
+  const sb = shareBackoff(b!, tb);
+  onCleanup(() => sa.unsubscribe());
+  onCleanup(() => sb.unsubscribe());
+  return { a: a!, b: b!, ta, tb, sb };
 }
 
 const level = <R>(t: Throttler<R>, scope: string) => t.state(scope)?.backoffLevel ?? 0;
@@ -75,34 +88,23 @@ describe("shareBackoff()", () => {
   });
 
   it("shareBackoff() steps a scope up to the sender's level, not past it", async () => {
-    const [a, b] = await stores(2);
-    const ta = createThrottler();
-    const tb = createThrottler();
-    const sa = shareBackoff(a!, ta);
-    const sb = shareBackoff(b!, tb);
-    onCleanup(() => sa.unsubscribe());
-    onCleanup(() => sb.unsubscribe());
+    const { a, b, ta, tb } = await sharingPair();
     tb.recordBackoff("l.test", { cause: "status 503" });
     await until(() => level(ta, "l.test") === 1, "the first step");
     // a steps twice more on its own: b follows to 3, and a stays at 3.
     ta.recordBackoff("l.test", { cause: "status 503" });
     ta.recordBackoff("l.test", { cause: "status 503" });
     await until(() => level(tb, "l.test") === 3, "b at level 3");
-    await barrier(b!, a!); // anything b sent back has reached a
+    await barrier(b, a); // anything b sent back has reached a
     expect(level(ta, "l.test")).toBe(3);
     expect(level(tb, "l.test")).toBe(3);
   });
 
   it("shareBackoff() stops sharing when unsubscribed", async () => {
-    const [a, b] = await stores(2);
-    const ta = createThrottler();
-    const tb = createThrottler();
-    const sa = shareBackoff(a!, ta);
-    const sb = shareBackoff(b!, tb);
-    onCleanup(() => sa.unsubscribe());
+    const { b, ta, tb, sb } = await sharingPair();
     sb.unsubscribe();
     const heardByB: SharedMessage[] = [];
-    b!.messages$.subscribe((m) => heardByB.push(m));
+    b.messages$.subscribe((m) => heardByB.push(m));
     ta.recordBackoff("u.test", { cause: "status 429" });
     // b's store got the message (it was sharing's source): nothing applied it.
     await until(() => heardByB.length === 1, "the message to reach b's store");
@@ -119,14 +121,7 @@ describe("shareBackoff()", () => {
       } else res.writeHead(200).end("ok");
     });
     onCleanup(() => server.close());
-    const [a, b] = await stores(2);
-    const settings = { retry: { enabled: false }, downloadDelayMs: 0 } as const;
-    const ta = createThrottler<string>(settings);
-    const tb = createThrottler<string>(settings);
-    const sa = shareBackoff(a!, ta);
-    const sb = shareBackoff(b!, tb);
-    onCleanup(() => sa.unsubscribe());
-    onCleanup(() => sb.unsubscribe());
+    const { a, b, ta, tb } = await sharingPair({ retry: { enabled: false }, downloadDelayMs: 0 });
     const get = async (url: string) => {
       const response = await fetch(url);
       await response.text();
@@ -134,7 +129,7 @@ describe("shareBackoff()", () => {
     };
     const outcomes = await lastValueFrom(
       from([`${server.origin}/a`]).pipe(
-        throttleByScope(ta, sharedDownload(a!, ta, get)),
+        throttleByScope(ta, sharedDownload(a, ta, get)),
         backoffOn(ta),
         toArray(),
       ),
@@ -144,7 +139,7 @@ describe("shareBackoff()", () => {
     await until(() => level(tb, scope) >= 1, "b to back off");
     expect(tb.state(scope)!.holdUntil).toBeGreaterThan(tb.scheduler.now() + 1_000);
     // And the hold is in Redis: b's next request is told to wait, even without its own throttler.
-    const got = await b!.acquire([scope], [{ concurrency: 8, delayMs: 0 }]);
+    const got = await b.acquire([scope], [{ concurrency: 8, delayMs: 0 }]);
     expect(got.ok).toBe(false);
     if (got.ok) throw new Error("unreachable");
     expect(got.waitMs).toBeGreaterThan(1_000);
