@@ -14,10 +14,14 @@ import process from "node:process";
 import { pathToFileURL } from "node:url";
 import { createClient } from "redis";
 import { from, lastValueFrom, merge, toArray } from "rxjs";
-import { backoffOn, createThrottler, throttleByScope } from "../mod.ts";
-import { createRedisScopes } from "../lib/redis_scopes.ts";
-import { sharedDownload } from "../lib/shared_download.ts";
-import { shareBackoff } from "../lib/shared_backoff.ts";
+import {
+  backoffOn,
+  createRedisScopes,
+  createThrottler,
+  shareBackoff,
+  sharedDownload,
+  throttleByScope,
+} from "../mod.ts";
 
 /** What the run saw. */
 export interface SharedRun {
