@@ -30,7 +30,20 @@ export interface CrawlArgs {
   readonly plain: boolean;
   /** `--quiet`: no live view and no log lines, only the summary. */
   readonly quiet: boolean;
+  /** `--redis URL` and `--redis-prefix PREFIX`: share scope limits with other processes. */
+  readonly redis: RedisArgs | undefined;
 }
+
+/** `--redis URL --redis-prefix PREFIX`: where the limits shared between processes live. */
+export interface RedisArgs {
+  /** A `redis://` or `rediss://` URL, e.g. `redis://127.0.0.1:6379`. */
+  readonly url: string;
+  /** Put before every key; processes with the same prefix share limits. @default "politely:" */
+  readonly prefix: string;
+}
+
+/** The default of `--redis-prefix` (the store's own default). */
+export const DEFAULT_REDIS_PREFIX = "politely:";
 
 /** `politely demo [options]`. */
 export interface DemoArgs {
@@ -72,6 +85,10 @@ Options of crawl:
   --events FILE      one JSON line per throttling event
   --plain            plain log lines, even on a terminal
   --quiet            no live view or log lines; only the summary
+  --redis URL        share scope limits and backoff with other crawls through Redis,
+                     e.g. --redis redis://127.0.0.1:6379 (needs: npm install redis)
+  --redis-prefix P   key prefix of the shared limits (default politely:); crawls with the
+                     same URL and prefix share
 
 Options of demo:
   --duration SECONDS how long to crawl (default 45)
@@ -137,6 +154,8 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
       set: { type: "string", short: "s", multiple: true },
       jobdir: { type: "string" },
       quiet: { type: "boolean", short: "q" },
+      redis: { type: "string" },
+      "redis-prefix": { type: "string" },
     },
   });
   if (values.help === true) return { command: "help" };
@@ -160,7 +179,28 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
     events: nonEmpty("--events", values.events),
     plain: values.plain === true,
     quiet: values.quiet === true,
+    redis: parseRedis(values.redis, values["redis-prefix"]),
   };
+}
+
+function parseRedis(url: string | undefined, prefix: string | undefined): RedisArgs | undefined {
+  if (url === undefined) {
+    if (prefix !== undefined) {
+      throw new UsageError(`--redis-prefix needs --redis URL: current value is '${prefix}'`);
+    }
+    return undefined;
+  }
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch { /* reported below */ }
+  if (parsed === undefined || (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:")) {
+    throw new UsageError(
+      `--redis expects a URL like redis://127.0.0.1:6379: current value is '${url}'`,
+    );
+  }
+  if (prefix === "") throw new UsageError(`--redis-prefix expects a prefix: current value is ''`);
+  return { url, prefix: prefix ?? DEFAULT_REDIS_PREFIX };
 }
 
 function parseDemo(argv: readonly string[]): DemoArgs | HelpArgs {

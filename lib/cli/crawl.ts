@@ -25,7 +25,10 @@ import { createFetchDownload, type FetchedResponse } from "../fetch_download.ts"
 import { type Outcome, outcomeStatus } from "../outcome.ts";
 import { type RequestObject, requestUrl } from "../request.ts";
 import { RequestQueue } from "../request_queue.ts";
+import type { RedisScopes } from "../redis_scopes.ts";
 import { obeyRobotsTxt } from "../robots_download.ts";
+import { shareBackoff } from "../shared_backoff.ts";
+import { sharedDownload } from "../shared_download.ts";
 import type { ThrottlerSettingsInput } from "../settings.ts";
 import { createThrottler, type Throttler } from "../throttler.ts";
 import type { DownloadFn } from "../../operators/throttle_by_scope.ts";
@@ -86,6 +89,15 @@ export interface CrawlOptions {
    * @default off (scopes configured with `rampup` still ramp)
    */
   readonly rampup?: RampupOptions;
+  /**
+   * Share the scopes' limits with other processes through this store
+   * (`--redis`): every download, robots.txt included, first takes a
+   * cluster-wide lease (`sharedDownload`), and backoff and holds are told to
+   * and taken from the others (`shareBackoff`). The store is the caller's to
+   * close.
+   * @default not shared
+   */
+  readonly shared?: RedisScopes | undefined;
   /** Stops the crawl (Ctrl-C): in-flight downloads are aborted, pending requests stay in the job directory. */
   readonly stop?: AbortSignal;
   /** Stop after this long (the demo). */
@@ -220,11 +232,20 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
   // robots.txt is read inside the host's first slot (and Crawl-delay set on
   // its scope) by the library's wrapper; with ROBOTSTXT_OBEY off it is the
   // download itself.
-  const download = obeyRobotsTxt(
+  const local = obeyRobotsTxt(
     throttler,
     options.download ??
       createFetchDownload({ timeoutMs: settings.downloadTimeoutMs, userAgent: settings.userAgent }),
   );
+  // Shared: the cluster lease is taken outside the robots.txt wrapper, so a
+  // robots.txt fetch is inside a lease too and a site never sees more than
+  // the shared limit (the cost: a disallowed URL spends a grant and its gap).
+  const shared = options.shared;
+  const download = shared === undefined ? local : sharedDownload(shared, throttler, local);
+  const sharing = shared === undefined ? undefined : shareBackoff(shared, throttler);
+  const title = (options.title ?? "politely crawl") +
+    (shared === undefined ? "" : ` (shared via Redis ${shared.prefix})`);
+  if (shared !== undefined && options.view === "plain") stdout.write(`${title}\n`);
 
   return new Promise<CrawlResult>((resolve) => {
     let stoppedBy: CrawlResult["stoppedBy"];
@@ -264,7 +285,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         ratePerSec: stats.rate(s.scope, now),
       }));
       return {
-        title: options.title ?? "politely crawl",
+        title,
         elapsedMs,
         done,
         total,
@@ -307,6 +328,8 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
       // they are not marked done, so the job directory keeps them as pending.
       const aborted = why === undefined ? 0 : throttler.active;
       pipeline.unsubscribe();
+      // After the pipeline: a backoff of its last turn is still published.
+      sharing?.unsubscribe();
       ticker.unsubscribe();
       options.stop?.removeEventListener("abort", onStop);
       if (screen !== undefined) {

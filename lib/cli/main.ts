@@ -28,6 +28,7 @@ import {
 } from "./demo.ts";
 import { type InputLine, openInput, parseInputLine } from "./input.ts";
 import { JsonLinesFile } from "./json_lines_file.ts";
+import { openRedisOption, type RedisOption, RedisOptionError } from "./redis_option.ts";
 import { formatSummary } from "./summary.ts";
 
 /** Exit code: every request ended. */
@@ -95,17 +96,31 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     throw error;
   }
   for (const w of settings.warnings) process.stderr.write(`politely: warning: ${w.message}\n`);
+  // Before the input is opened: its lines start flowing once it is.
+  let redis: RedisOption | undefined;
+  if (args.redis !== undefined) {
+    try {
+      redis = await openRedisOption(args.redis, {
+        onError: (message) => process.stderr.write(`politely: warning: Redis: ${message}\n`),
+      });
+    } catch (error) {
+      if (error instanceof RedisOptionError) return fail(error.message);
+      throw error;
+    }
+  }
   let lines: AsyncIterable<string>;
   let files: [JsonLinesFile | undefined, JsonLinesFile | undefined];
   try {
     lines = await openInput(args.input);
     files = openFiles(args.output, args.events);
   } catch (error) {
+    await redis?.close();
     return fail(error instanceof Error ? error.message : String(error));
   }
   const interrupt = interruptSignal();
   try {
     const result = await runCrawl({
+      shared: redis?.scopes,
       settings: settings.settings,
       input: numbered(lines),
       jobDir: args.jobDir,
@@ -141,6 +156,8 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     files[1]?.close();
     return fail(firstLine(error));
   } finally {
+    // Still listening for Ctrl-C: a second one quits at once if closing stalls.
+    await redis?.close();
     interrupt.dispose();
   }
 }

@@ -1,0 +1,242 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+import { parseCliArgs, UsageError } from "../lib/cli/args.ts";
+import { maskRedisUrl, openRedisOption, RedisOptionError } from "../lib/cli/redis_option.ts";
+import { startRecordingServer } from "./_helpers/loopback_server.ts";
+import { connectRedis, onCleanup, REDIS_PORT, runCleanups } from "./_helpers/redis.ts";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const MAIN = join(ROOT, "lib/cli/main.ts");
+const REDIS_URL = `redis://127.0.0.1:${REDIS_PORT}`;
+
+afterEach(runCleanups);
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Run `politely` as a child process on the runtime running the tests, optionally interrupting it. */
+function politely(args: readonly string[], interruptWhen?: () => boolean): Promise<Run> {
+  const runtime = "Deno" in globalThis
+    ? ["run", "-A", MAIN]
+    : "Bun" in globalThis
+    ? [MAIN]
+    : ["--import", "tsx", MAIN];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...runtime, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    let poll: ReturnType<typeof setInterval> | undefined;
+    if (interruptWhen !== undefined) {
+      poll = setInterval(() => {
+        if (!interruptWhen()) return;
+        clearInterval(poll);
+        child.kill("SIGINT");
+      }, 20);
+    }
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearInterval(poll);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** A fresh key prefix, its keys deleted at clean-up. */
+async function freshPrefix(): Promise<string> {
+  const prefix = `test:cli:${crypto.randomUUID()}:`;
+  const admin = await connectRedis();
+  onCleanup(async () => {
+    const keys = await admin.keys(`${prefix}*`);
+    if (keys.length > 0) await admin.del(keys);
+  });
+  return prefix;
+}
+
+/** A loopback server that answers after `ms` (robots.txt: 404) and counts the most requests in flight at once. */
+async function slowServer(ms: number) {
+  let inFlight = 0;
+  let most = 0;
+  const server = await startRecordingServer((req, res) => {
+    most = Math.max(most, ++inFlight);
+    setTimeout(() => {
+      inFlight--;
+      res.writeHead(req.url === "/robots.txt" ? 404 : 200, { connection: "close" }).end("ok");
+    }, ms);
+  });
+  onCleanup(() => server.close());
+  return { ...server, most: () => most };
+}
+
+function tempDir(): string {
+  return mkdtempSync(join(tmpdir(), "politely-cli-redis-"));
+}
+
+function readLines(path: string): Record<string, unknown>[] {
+  return readFileSync(path, "utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l));
+}
+
+describe("politely crawl --redis", () => {
+  it("politely crawl --redis keeps two crawl processes within one shared concurrency", async () => {
+    const server = await slowServer(120);
+    const prefix = await freshPrefix();
+    const dir = tempDir();
+    const crawls = ["a", "b"].map((name) => {
+      const urls = Array.from({ length: 10 }, (_, i) => `${server.origin}/${name}/${i}`);
+      writeFileSync(join(dir, `${name}.txt`), `${urls.join("\n")}\n`);
+      return { name, urls };
+    });
+    const runs = await Promise.all(crawls.map(({ name }) =>
+      politely([
+        "crawl",
+        join(dir, `${name}.txt`),
+        "--redis",
+        REDIS_URL,
+        "--redis-prefix",
+        prefix,
+        "--set",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+        // robots.txt is fetched inside a lease: it counts against the limit too.
+        "--set",
+        "ROBOTSTXT_OBEY=True",
+        "--output",
+        join(dir, `${name}.jsonl`),
+        "--plain",
+      ])
+    ));
+    for (const [i, run] of runs.entries()) {
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout.split("\n")[0]).toBe(`politely crawl (shared via Redis ${prefix})`);
+      const lines = readLines(join(dir, `${crawls[i]!.name}.jsonl`));
+      expect(lines.map((l) => l.url).sort()).toEqual([...crawls[i]!.urls].sort());
+      expect(lines.every((l) => l.status === 200)).toBe(true);
+    }
+    const pages = server.arrivals.filter((a) => a.path !== "/robots.txt");
+    expect(pages).toHaveLength(20);
+    // Each alone allows 2: together, without Redis, up to 4.
+    expect(server.most()).toBeLessThanOrEqual(2);
+  }, 30_000);
+
+  it("politely crawl --redis releases its leases and exits 130 on Ctrl-C", async () => {
+    // Answers only when closed: the crawl is stopped with downloads in flight.
+    const server = await startRecordingServer(() => {});
+    onCleanup(() => server.close());
+    const prefix = await freshPrefix();
+    const dir = tempDir();
+    writeFileSync(join(dir, "urls.txt"), `${server.origin}/1\n${server.origin}/2\n`);
+    const run = await politely(
+      ["crawl", join(dir, "urls.txt"), "--redis", REDIS_URL, "--redis-prefix", prefix, "--quiet"],
+      () => server.arrivals.length === 2,
+    );
+    expect(run.code, run.stderr).toBe(130);
+    expect(run.stdout).toContain("2 downloads in flight aborted");
+    const admin = await connectRedis();
+    // Released at teardown, not left to expire (a lease lives 60 s).
+    expect(await admin.zCard(`${prefix}lease:${new URL(server.origin).host}`)).toBe(0);
+  }, 30_000);
+
+  it(
+    "politely crawl --redis with an unreachable Redis exits 2 with one line naming --redis and the URL",
+    async () => {
+      const dir = tempDir();
+      writeFileSync(join(dir, "urls.txt"), "http://127.0.0.1:9/x\n");
+      const run = await politely([
+        "crawl",
+        join(dir, "urls.txt"),
+        "--redis",
+        "redis://127.0.0.1:1",
+      ]);
+      expect(run.code).toBe(2);
+      expect(run.stdout).toBe("");
+      const lines = run.stderr.trimEnd().split("\n");
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(
+        /^politely: --redis redis:\/\/127\.0\.0\.1:1: cannot connect to Redis: .+/,
+      );
+    },
+    30_000,
+  );
+});
+
+describe("parseCliArgs() --redis", () => {
+  it("parseCliArgs() reads --redis and --redis-prefix, with politely: as the default prefix", () => {
+    const crawl = (argv: string[]) => {
+      const args = parseCliArgs(["crawl", "urls.txt", ...argv]);
+      if (args.command !== "crawl") throw new Error(`not a crawl: ${args.command}`);
+      return args.redis;
+    };
+    expect(crawl([])).toBeUndefined();
+    expect(crawl(["--redis", "redis://127.0.0.1:6390"])).toEqual({
+      url: "redis://127.0.0.1:6390",
+      prefix: "politely:",
+    });
+    expect(crawl(["--redis", "rediss://h:6380/2", "--redis-prefix", "{crawl-42}:"])).toEqual({
+      url: "rediss://h:6380/2",
+      prefix: "{crawl-42}:",
+    });
+  });
+
+  it("parseCliArgs() rejects a bad --redis URL, naming --redis", () => {
+    for (const url of ["127.0.0.1:6390", "http://127.0.0.1:6390", "", "redis//x"]) {
+      expect(() => parseCliArgs(["crawl", "--redis", url])).toThrow(UsageError);
+      expect(() => parseCliArgs(["crawl", "--redis", url])).toThrow(
+        `--redis expects a URL like redis://127.0.0.1:6379: current value is '${url}'`,
+      );
+    }
+  });
+
+  it("parseCliArgs() rejects --redis-prefix without --redis, or empty", () => {
+    expect(() => parseCliArgs(["crawl", "--redis-prefix", "p:"])).toThrow(
+      "--redis-prefix needs --redis URL: current value is 'p:'",
+    );
+    expect(() => parseCliArgs(["crawl", "--redis", REDIS_URL, "--redis-prefix", ""])).toThrow(
+      "--redis-prefix expects a prefix",
+    );
+  });
+});
+
+describe("openRedisOption()", () => {
+  it("openRedisOption() without the redis package says npm install redis", async () => {
+    const missing = "politely-no-such-package";
+    const error = await openRedisOption({ url: REDIS_URL, prefix: "p:" }, {
+      importRedis: () => import(missing),
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RedisOptionError);
+    expect((error as Error).message).toMatch(
+      /^--redis needs the 'redis' package: npm install redis/,
+    );
+    expect((error as Error).message).not.toContain("\n");
+  });
+
+  it("openRedisOption() opens the store on the prefix, and close() closes it once", async () => {
+    const prefix = await freshPrefix();
+    const redis = await openRedisOption({ url: REDIS_URL, prefix });
+    expect(redis.scopes.prefix).toBe(prefix);
+    const got = await redis.scopes.acquire(["s"], [{ concurrency: 1, delayMs: 0 }]);
+    expect(got.ok).toBe(true);
+    if (got.ok) await redis.scopes.release(got.lease);
+    const closing = redis.close();
+    expect(redis.close()).toBe(closing);
+    await closing;
+    // The connection is closed: a command fails at once.
+    await expect(redis.scopes.acquire(["s"], [{ concurrency: 1, delayMs: 0 }])).rejects.toThrow();
+  });
+
+  it("maskRedisUrl() masks a password", () => {
+    expect(maskRedisUrl("redis://user:secret@h:6379/0")).toBe("redis://user:***@h:6379/0");
+    expect(maskRedisUrl("redis://h:6379")).toBe("redis://h:6379");
+  });
+});
