@@ -141,7 +141,11 @@ describe("politely crawl --redis", () => {
       ["crawl", join(dir, "urls.txt"), "--redis", REDIS_URL, "--redis-prefix", prefix, "--quiet"],
       () => server.arrivals.length === 2,
     );
-    expect(run.code, run.stderr).toBe(130);
+    // Deno's child_process reports a child that handled SIGINT and exited 130
+    // as ended by the signal (code null), as test/cli_crawl.test.ts notes; the
+    // output shows the clean stop all the same.
+    expect("Deno" in globalThis ? [130, null] : [130], run.stderr).toContain(run.code);
+    expect(run.stderr).toContain("politely: stopped");
     expect(run.stdout).toContain("2 downloads in flight aborted");
     const admin = await connectRedis();
     // Released at teardown, not left to expire (a lease lives 60 s).
