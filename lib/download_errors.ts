@@ -179,6 +179,22 @@ interface ErrorFacts {
 const MAX_CHAIN = 32;
 
 /**
+ * Marks an error raised on this side before the request reached the site (a
+ * shared store such as Redis failing, say). Such an error is an error outcome
+ * like any other, but it says nothing about the site: `classifyDownloadError`
+ * leaves it as it is, and matching (`errorMatches`, so backoff and retry
+ * triggers) looks at the error itself, not at its causes, so the connection
+ * error of a store does not pass for one of the site. To retry it, name it.
+ */
+export const LOCAL_FAILURE: unique symbol = Symbol.for("politely.localFailure");
+
+/** Whether an error carries `LOCAL_FAILURE` (see there). */
+export function isLocalFailure(error: unknown): boolean {
+  return typeof error === "object" && error !== null &&
+    (error as { [LOCAL_FAILURE]?: unknown })[LOCAL_FAILURE] === true;
+}
+
+/**
  * The error and everything it was caused by: `cause` links and the members of
  * an `AggregateError` (Node's happy-eyeballs connect gives one per address).
  * Cycles and very deep chains are cut off.
@@ -314,7 +330,11 @@ function describe(error: unknown): string {
  * ```
  */
 export function classifyDownloadError(error: unknown, context: ClassifyContext = {}): unknown {
-  if (typeof error !== "object" || error === null || isDownloadError(error)) return error;
+  if (
+    typeof error !== "object" || error === null || isDownloadError(error) || isLocalFailure(error)
+  ) {
+    return error;
+  }
   const facts = gatherFacts(error);
   const url = context.url;
   const where = url === undefined ? "" : ` of ${url}`;
@@ -426,7 +446,7 @@ function matchesName(chain: readonly object[], wanted: string): boolean {
  */
 export function errorMatches(error: unknown, matchers: readonly ErrorMatcher[]): boolean {
   if (matchers.length === 0) return false;
-  const chain = errorChain(error);
+  const chain = isLocalFailure(error) ? [error as object] : errorChain(error);
   return matchers.some((matcher) => {
     if (typeof matcher === "string") return matchesName(chain, matcher);
     if (typeof matcher !== "function") return false;

@@ -11,6 +11,7 @@
  * @module
  */
 import { type Observable, Subject } from "rxjs";
+import { LOCAL_FAILURE } from "./download_errors.ts";
 
 /**
  * The part of a Redis client this store uses. A node-redis client
@@ -128,6 +129,8 @@ export type SharedMessage = SharedBackoffMessage | SharedReleaseMessage;
 /** A Redis call of the store failed (connection lost, script error, time out). */
 export class RedisScopesError extends Error {
   override readonly name = "RedisScopesError";
+  /** Not the site's failure: no backoff or retry for it unless named (see `LOCAL_FAILURE`). */
+  readonly [LOCAL_FAILURE] = true;
   /** What the store was doing. */
   readonly operation: "connect" | "acquire" | "release" | "renew" | "publish";
   /** The scopes concerned (empty for `connect`). */
@@ -166,9 +169,7 @@ export class RedisScopesError extends Error {
   ): RedisScopesError {
     if (error instanceof RedisScopesError) return error;
     return new RedisScopesError(
-      `Cannot ${operation} for scopes ${scopes.join(", ")} as Redis failed: ${
-        error instanceof Error ? error.message : String(error)
-      }`,
+      `Cannot ${operation} for scopes ${scopes.join(", ")} as Redis failed: ${reasonOf(error)}`,
       operation,
       scopes,
       { cause: error },
@@ -580,4 +581,21 @@ class RedisScopesStore implements RedisScopes {
       sub.destroy(); // already broken: nothing to wait for
     }
   }
+}
+
+/**
+ * What went wrong, in words: the error's message, or when it has none (Node
+ * gives a connection error to every address an empty message and the per
+ * address failures in `errors`), its code or its first inner error's message.
+ */
+function reasonOf(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  if (error.message !== "") return error.message;
+  const inner = (error as { errors?: unknown }).errors;
+  if (Array.isArray(inner) && inner[0] instanceof Error && inner[0].message !== "") {
+    return inner[0].message;
+  }
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string") return code;
+  return error.name;
 }

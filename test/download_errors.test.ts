@@ -8,6 +8,8 @@ import {
   DownloadTimeoutError,
   errorMatches,
   InvalidRequestError,
+  isLocalFailure,
+  LOCAL_FAILURE,
   ResponseDataLossError,
 } from "../lib/download_errors.ts";
 import { DEFAULT_BACKOFF_EXCEPTIONS } from "../lib/settings.ts";
@@ -261,6 +263,31 @@ describe("classifyDownloadError() with the shapes each runtime throws", () => {
 describe("errorMatches()", () => {
   const timeout = new DownloadTimeoutError("slow", {
     cause: new DOMException("t", "TimeoutError"),
+  });
+
+  it("errorMatches() and classifyDownloadError() take a LOCAL_FAILURE error for itself, not for its causes", () => {
+    class StoreDown extends Error {
+      override readonly name = "StoreDown";
+      readonly [LOCAL_FAILURE] = true;
+    }
+    const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:6390"), {
+      code: "ECONNREFUSED",
+    });
+    const e = new StoreDown("store down", { cause: refused });
+    expect(isLocalFailure(e)).toBe(true);
+    expect(isLocalFailure(refused)).toBe(false);
+    expect(classifyDownloadError(e)).toBe(e);
+    expect(errorMatches(e, DEFAULT_BACKOFF_EXCEPTIONS)).toBe(false);
+    expect(errorMatches(e, ["ECONNREFUSED"])).toBe(false);
+    expect(errorMatches(e, ["StoreDown"])).toBe(true);
+    // The same cause, unmarked, is a connection failure of the site.
+    expect(
+      errorMatches(
+        classifyDownloadError(new Error("x", { cause: refused })),
+        DEFAULT_BACKOFF_EXCEPTIONS,
+      ),
+    )
+      .toBe(true);
   });
 
   it("errorMatches() matches a name on the error", () => {

@@ -19,6 +19,7 @@ import { sharedDownload, type SharedDownloadOptions } from "../lib/shared_downlo
 import { createThrottler, type Throttler } from "../lib/throttler.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
+import { backoffOn } from "../operators/backoff_on.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
 import { testScheduler } from "./_helpers/test_scheduler.ts";
 import { onCleanup, REDIS_PORT, redisProcesses, runCleanups, until } from "./_helpers/redis.ts";
@@ -269,6 +270,36 @@ describe("sharedDownload() lease bookkeeping", () => {
     expect(error).toMatchObject({ operation: "acquire", scopes: ["a.test"] });
     expect((error as Error).message).toMatch(/client is closed/);
     expect(armed()).toBe(0); // no time-out left armed for the call that never went out
+  });
+
+  it("sharedDownload(): Redis refusing connections is an error outcome that says so and backs the site off not at all", async () => {
+    const scheduler = testScheduler();
+    const { store, script } = scriptedStore();
+    const throttler = createThrottler<string>({ retry: { times: 2 } }, { scheduler });
+    const outcomes: Outcome<string, number>[] = [];
+    const subscription = from(["http://a.test/1"]).pipe(
+      throttleByScope(throttler, sharedDownload(store, throttler, () => of(200), { scheduler })),
+      backoffOn(throttler),
+    ).subscribe((o) => outcomes.push(o));
+    onCleanup(() => subscription.unsubscribe());
+    await settle();
+    // What node-redis passes on when nothing listens: no message, one error per address.
+    const refused = Object.assign(
+      new AggregateError([
+        Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:6390"), { code: "ECONNREFUSED" }),
+      ], ""),
+      { code: "ECONNREFUSED" },
+    );
+    script.acquires[0]!.fail(refused);
+    await settle();
+    scheduler.flush();
+    expect(outcomes).toHaveLength(1);
+    const error = (outcomes[0] as { error: Error }).error;
+    expect(error).toBeInstanceOf(RedisScopesError);
+    expect(error.message).toMatch(/as Redis failed: connect ECONNREFUSED 127\.0\.0\.1:6390$/);
+    // Not the site's failure: no backoff step and no retry (ECONNREFUSED from a site would be both).
+    expect(throttler.state("a.test")?.backoffLevel ?? 0).toBe(0);
+    expect(script.acquires).toHaveLength(1);
   });
 
   it("sharedDownload() reports a failed renewal and a lease found expired, and the download goes on", async () => {
