@@ -163,7 +163,7 @@ async function main(argv: readonly string[]): Promise<void> {
       "",
       `The scope's concurrency stays at its default (${throttler.settings.concurrentRequestsPerDomain}): the delay alone spaces the requests. ` +
       "The server runs in its own process. A warm-up request outside the gate opens the keep-alive connection first. " +
-      "outcome.sentAt comes from the default scheduler (asyncScheduler, Date.now: whole milliseconds). " +
+      "outcome.sentAt comes from the default scheduler (preciseScheduler: performance.now, sub-millisecond). " +
       `${machine()}.`,
     ].join("\n"));
   } finally {
