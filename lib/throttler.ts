@@ -759,7 +759,11 @@ export class Throttler<R = unknown> {
       (blockedEntry.waiting ??= new Deque()).push(ticket);
       if (blockedWait !== Infinity) this.#armTimer(blockedBy!, blockedEntry, now + blockedWait);
     }
-    this.#clearTimer(entry);
+    // A request started above can settle synchronously and lead to a submit
+    // whose sweep evicts this scope (now idle) and gives its entry to a new
+    // scope, which may have armed a timer on it: only clear the timer while
+    // the entry still has the queue this pump emptied.
+    if (entry.waiting === waiting) this.#clearTimer(entry);
   }
 
   #pumpGlobal(): void {

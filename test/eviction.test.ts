@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { from, map, mergeMap, timer } from "rxjs";
+import { concat, from, map, mergeMap, of, timer } from "rxjs";
 import type { ThrottleEvent } from "../lib/events.ts";
 import type { ThrottlerSettingsInput } from "../lib/settings.ts";
 import { ThrottlingScopeManager } from "../lib/scope_manager.ts";
@@ -140,6 +140,55 @@ describe("Throttler scope eviction (virtual time)", () => {
       expect(m.state!(500)).toMatchObject({ scope: "a.test", active: 0 });
     }, 500);
     t.scheduler.flush();
+  });
+
+  it("Throttler keeps the timer of a scope that took the entry of one evicted while it was pumped", () => {
+    // s.test's second request answers at once (synchronously) when its timer
+    // pumps it at 100; the first pipeline then completes and concat starts
+    // the second, whose t.test takes s.test's place (limit 1, u.test busy)
+    // and its entry. t.test/2 must go when t.test's delay has passed (200),
+    // not when t.test/1 finishes: the pump of s.test, returning, cleared the
+    // timer t.test had just armed on the reused entry.
+    const scheduler = testScheduler();
+    const throttler = createThrottler<string>({
+      scopeLimit: 1,
+      scopes: {
+        "s.test": { concurrency: 1, delayMs: 100, jitter: 0 },
+        "t.test": { concurrency: 2, delayMs: 100, jitter: 0 },
+      },
+    }, { scheduler, random: () => 0.5 });
+    const evicted: string[] = [];
+    throttler.events$.subscribe((e) => {
+      if (e.type === "scope-evicted") evicted.push(`${e.at} ${e.scope}`);
+    });
+    const latency: Record<string, number> = {
+      "http://u.test/1": 5000,
+      "http://s.test/1": 50,
+      "http://t.test/1": 5000,
+      "http://t.test/2": 10,
+    };
+    const sends: string[] = [];
+    const download = (url: string) => {
+      sends.push(`${scheduler.now()} ${url}`);
+      const ms = latency[url];
+      return ms === undefined
+        ? of({ status: 200 })
+        : timer(ms, scheduler).pipe(map(() => ({ status: 200 })));
+    };
+    from(["http://u.test/1"]).pipe(throttleByScope(throttler, download)).subscribe();
+    concat(
+      from(["http://s.test/1", "http://s.test/2"]).pipe(throttleByScope(throttler, download)),
+      from(["http://t.test/1", "http://t.test/2"]).pipe(throttleByScope(throttler, download)),
+    ).subscribe();
+    scheduler.flush();
+    expect(evicted).toContain("100 s.test");
+    expect(sends).toEqual([
+      "0 http://u.test/1",
+      "0 http://s.test/1",
+      "100 http://s.test/2",
+      "100 http://t.test/1",
+      "200 http://t.test/2",
+    ]);
   });
 
   it("Throttler's sweeps look at a bounded number of scopes per request when the old ones are busy", () => {
