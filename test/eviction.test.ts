@@ -1,5 +1,6 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { concat, from, map, mergeMap, of, timer } from "rxjs";
+import { concat, from, map, mergeMap, of, Subject, timer } from "rxjs";
 import type { ThrottleEvent } from "../lib/events.ts";
 import type { ThrottlerSettingsInput } from "../lib/settings.ts";
 import { ThrottlingScopeManager } from "../lib/scope_manager.ts";
@@ -216,5 +217,108 @@ describe("Throttler scope eviction (virtual time)", () => {
     // Walking every busy scope per request would be millions of looks.
     expect(looked / 4000).toBeLessThan(100);
     expect(throttler.scopeCount).toBeLessThanOrEqual(10 + 1);
+  });
+});
+
+const HOSTS = ["a.test", "b.test", "c.test", "d.test", "e.test", "f.test"] as const;
+
+const churn = fc.record({
+  configs: fc.tuple(...HOSTS.map(() =>
+    fc.record({
+      concurrency: fc.integer({ min: 1, max: 3 }),
+      delayMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 300 })),
+    })
+  )),
+  scopeLimit: fc.integer({ min: 1, max: 3 }),
+  cap: fc.integer({ min: 1, max: 6 }),
+  requests: fc.array(
+    fc.record({
+      at: fc.integer({ min: 0, max: 1500 }),
+      host: fc.integer({ min: 0, max: HOSTS.length - 1 }),
+      // -1: the download answers synchronously.
+      latency: fc.integer({ min: -1, max: 200 }),
+      // A request for this host given synchronously from the outcome, if any.
+      then: fc.option(fc.integer({ min: 0, max: HOSTS.length - 1 }), { nil: undefined }),
+    }),
+    { minLength: 1, maxLength: 50 },
+  ),
+});
+
+describe("Throttler eviction properties", () => {
+  it("Throttler keeps concurrency, delays and configurations while a tiny scopeLimit evicts and reuses scopes", () => {
+    let evictions = 0;
+    fc.assert(
+      fc.property(churn, ({ configs, scopeLimit, cap, requests }) => {
+        const scheduler = testScheduler();
+        const throttler = createThrottler<string>({
+          concurrentRequests: cap,
+          scopeLimit,
+          scopes: Object.fromEntries(HOSTS.map((h, i) => [h, { ...configs[i]!, jitter: 0 }])),
+        }, { scheduler, random: () => 0.5 });
+        // When each host was last evicted: its delay is forgotten then (see
+        // docs/BROAD_CRAWLS.md), so gaps are only checked between sends with
+        // no eviction of their host in between.
+        const evictedAt = new Map<string, number>();
+        throttler.events$.subscribe((e) => {
+          if (e.type !== "scope-evicted") return;
+          evictions++;
+          evictedAt.set(e.scope, e.at);
+        });
+        const spec = new Map<string, (typeof requests)[number]>();
+        const sends: { host: string; at: number; evictedBefore: number }[] = [];
+        const inFlight = new Map<string, number>();
+        let total = 0;
+        let given = 0;
+        let done = 0;
+        const source = new Subject<string>();
+        const give = (host: number, r: (typeof requests)[number]) => {
+          const url = `http://${HOSTS[host]}/${given++}`;
+          spec.set(url, r);
+          source.next(url);
+        };
+        const download = (url: string) => {
+          const host = new URL(url).hostname;
+          sends.push({ host, at: scheduler.now(), evictedBefore: evictedAt.get(host) ?? -1 });
+          const n = (inFlight.get(host) ?? 0) + 1;
+          inFlight.set(host, n);
+          total++;
+          const i = HOSTS.indexOf(host as (typeof HOSTS)[number]);
+          expect(n).toBeLessThanOrEqual(configs[i]!.concurrency);
+          expect(total).toBeLessThanOrEqual(cap);
+          const end = () => {
+            inFlight.set(host, inFlight.get(host)! - 1);
+            total--;
+            return { status: 200 };
+          };
+          const latency = spec.get(url)!.latency;
+          return latency < 0 ? of(null).pipe(map(end)) : timer(latency, scheduler).pipe(map(end));
+        };
+        source.pipe(throttleByScope(throttler, download)).subscribe((o) => {
+          done++;
+          const r = spec.get(o.request)!;
+          if (r.then !== undefined) give(r.then, { ...r, then: undefined });
+        });
+        for (const r of requests) scheduler.schedule(() => give(r.host, r), r.at);
+        scheduler.flush();
+
+        expect(done).toBe(given);
+        expect([throttler.active, throttler.held]).toEqual([0, 0]);
+        HOSTS.forEach((host, i) => {
+          const mine = sends.filter((x) => x.host === host);
+          for (let k = 1; k < mine.length; k++) {
+            if (mine[k]!.evictedBefore >= mine[k - 1]!.at) continue;
+            expect(mine[k]!.at - mine[k - 1]!.at).toBeGreaterThanOrEqual(configs[i]!.delayMs);
+          }
+        });
+        // What is left in memory is each scope's own configuration.
+        for (const st of throttler.states()) {
+          const c = configs[HOSTS.indexOf(st.scope as (typeof HOSTS)[number])]!;
+          expect([st.delayMs, st.concurrency, st.active]).toEqual([c.delayMs, c.concurrency, 0]);
+        }
+      }),
+      { numRuns: 300 },
+    );
+    // The runs did evict (and so reuse entries) plenty.
+    expect(evictions).toBeGreaterThan(1000);
   });
 });
