@@ -351,3 +351,94 @@ describe("the npm package", () => {
     expect(underDeno.paths).toEqual(["/page/1", "/page/2", "/page/3"]);
   }, TIMEOUT_MS);
 });
+
+describe("bin/politely.js", () => {
+  /**
+   * A package laid out at `dir` with this repository's bin/politely.js, an
+   * entry point that prints "source" (lib/cli/main.ts) and, with `dist`, one
+   * that prints "dist" (dist/lib/cli/main.js); `tsx` links the real tsx where
+   * Node finds it from `dir`.
+   */
+  function layout(dir: string, options: { dist: boolean; tsx: boolean; tsxAt: string }): string {
+    mkdirSync(join(dir, "bin"), { recursive: true });
+    cpSync(join(ROOT, "bin", "politely.js"), join(dir, "bin", "politely.js"));
+    writeFileSync(join(dir, "package.json"), JSON.stringify({ type: "module" }));
+    mkdirSync(join(dir, "lib", "cli"), { recursive: true });
+    writeFileSync(
+      join(dir, "lib", "cli", "main.ts"),
+      `const from: string = "source";\nconsole.log(from);\n`,
+    );
+    if (options.dist) {
+      mkdirSync(join(dir, "dist", "lib", "cli"), { recursive: true });
+      writeFileSync(join(dir, "dist", "lib", "cli", "main.js"), `console.log("dist");\n`);
+    }
+    if (options.tsx) {
+      mkdirSync(options.tsxAt, { recursive: true });
+      // tsx's own dependencies resolve from its real path, in this repository.
+      symlinkSync(join(ROOT, "node_modules", "tsx"), join(options.tsxAt, "tsx"), "dir");
+    }
+    return join(dir, "bin", "politely.js");
+  }
+
+  it("bin/politely.js runs the source of a checkout that lies inside a folder named node_modules", async () => {
+    const tmp = mkdtempSync(join(tmpdir(), "politely-bin-"));
+    try {
+      // tmp/node_modules/politely-src is a checkout (no dist/ yet); tsx is found in tmp/node_modules.
+      const bin = layout(join(tmp, "node_modules", "politely-src"), {
+        dist: false,
+        tsx: true,
+        tsxAt: join(tmp, "node_modules"),
+      });
+      expect(await ok(NODE, [bin], tmp)).toBe("source\n");
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it("bin/politely.js runs dist/ of a package kept outside node_modules where tsx cannot be loaded", async () => {
+    const tmp = mkdtempSync(join(tmpdir(), "politely-bin-"));
+    try {
+      // As in Deno's npm cache or under Yarn Plug'n'Play: no node_modules in the path, no tsx.
+      const bin = layout(join(tmp, "cache", "politely", "0.1.0"), {
+        dist: true,
+        tsx: false,
+        tsxAt: "",
+      });
+      expect(await ok(NODE, [bin], tmp)).toBe("dist\n");
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it("bin/politely.js runs dist/ when installed and the source in a checkout", async () => {
+    const tmp = mkdtempSync(join(tmpdir(), "politely-bin-"));
+    try {
+      const installedBin = layout(join(tmp, "project", "node_modules", "politely"), {
+        dist: true,
+        tsx: true,
+        tsxAt: join(tmp, "project", "node_modules"),
+      });
+      expect(await ok(NODE, [installedBin], tmp)).toBe("dist\n");
+      const checkoutBin = layout(join(tmp, "checkout"), {
+        dist: true,
+        tsx: true,
+        tsxAt: join(tmp, "checkout", "node_modules"),
+      });
+      expect(await ok(NODE, [checkoutBin], tmp)).toBe("source\n");
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it("bin/politely.js says what to do when there is neither dist/ nor tsx", async () => {
+    const tmp = mkdtempSync(join(tmpdir(), "politely-bin-"));
+    try {
+      const bin = layout(join(tmp, "bare"), { dist: false, tsx: false, tsxAt: "" });
+      const result = await run(NODE, [bin], tmp);
+      expect(result.code).not.toBe(0);
+      expect(result.stderr).toContain("npm run build");
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});
