@@ -98,7 +98,9 @@ export class FixedWindowScopeManager implements ThrottlingScopeManagerProtocol {
   setConcurrency(): void {}
 
   isIdle(now: number, maxIdleMs: number): boolean {
-    return this.#active === 0 && now - this.#lastActivity >= maxIdleMs;
+    this.#roll(now);
+    // An open window with use is remembered: forgotten, the scope could overrun its limit.
+    return this.#active === 0 && this.#used === 0 && now - this.#lastActivity >= maxIdleMs;
   }
 
   nextWakeAt(now: number): number | undefined {

@@ -68,7 +68,8 @@ export function scopeConfigOf(
   throttler: Throttler<never> | Throttler<unknown>,
   scope: string,
 ): ResolvedScopeConfig {
-  const manager = (throttler as Throttler<unknown>).manager(scope);
+  // peekManager, not manager: the throttler may then reuse the scope's object after eviction.
+  const manager = (throttler as Throttler<unknown>).peekManager(scope);
   return manager instanceof ThrottlingScopeManager ? manager.config : throttler.scopeConfig(scope);
 }
 

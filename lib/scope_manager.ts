@@ -234,7 +234,11 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
 
   isIdle(now: number, maxIdleMs: number): boolean {
     const x = this.#x;
-    return this.#active === 0 && (x === undefined || (x.level === 0 && x.holdUntil <= now)) &&
+    // Not while its next send must still wait (rebuilt from its configuration,
+    // it would send at once) or its quota window has use to remember.
+    return this.#active === 0 && this.#nextSendAt <= now &&
+      (x === undefined ||
+        (x.level === 0 && x.holdUntil <= now && !(x.quotaUsed > 0 && now < x.quotaResetsAt))) &&
       now - this.#lastActivity >= maxIdleMs;
   }
 

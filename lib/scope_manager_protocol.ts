@@ -102,7 +102,11 @@ export interface ThrottlingScopeManagerProtocol {
   setBaseDelay(delayMs: number, options?: BaseDelayOptions): void;
   /** Replace the concurrency limit. */
   setConcurrency(concurrency: number): void;
-  /** Whether the scope may be forgotten: nothing in flight, no hold, no backoff, idle long enough. */
+  /**
+   * Whether the scope may be forgotten: nothing in flight, no hold, no backoff, no send still to
+   * wait for, no quota use to remember, idle long enough. A forgotten scope comes back from its
+   * configuration, so anything it would forget must keep it.
+   */
   isIdle(now: number, maxIdleMs: number): boolean;
   /** The state to show (optional for custom managers). */
   state?(now: number): ScopeState;

@@ -170,6 +170,12 @@ export class Throttler<R = unknown> {
    * every request.
    */
   #sweepGap = 0;
+  /**
+   * How deep in the throttler's own calls (submit, the dispatch loop) and in
+   * listeners it called we are. An entry evicted deeper than the outermost
+   * call may still be held by a caller up the stack: it is not reused.
+   */
+  #depth = 0;
   /** Ends of the least-recently-used list of scopes. */
   #oldest: ScopeEntry | undefined;
   #newest: ScopeEntry | undefined;
@@ -337,6 +343,15 @@ export class Throttler<R = unknown> {
     const entry = this.#entry(scope);
     if (entry instanceof DefaultScopeEntry) entry.exposed = true;
     return entry.manager;
+  }
+
+  /**
+   * @internal The manager of a scope in memory, or `undefined`; unlike
+   * `manager`, it creates nothing and hands nothing out: read it, do not keep
+   * it (the object of an evicted scope may be reused for another).
+   */
+  peekManager(scope: string): ThrottlingScopeManagerProtocol | undefined {
+    return this.#entries.get(scope)?.manager;
   }
 
   /** The current state of a scope, or `undefined` when it is not in memory. */
@@ -575,20 +590,25 @@ export class Throttler<R = unknown> {
 
   /** @internal Queue a ticket; its `start` runs when every scope and the global cap allow it. */
   submit(ticket: GateTicket): void {
-    // Sweep here, between decisions, never while a ticket's scopes are being looked up.
-    const limit = this.settings.scopeLimit;
-    if (this.#sweepDue(limit)) this.#sweep();
-    if (!this.#tryStart(ticket)) {
-      this.#held++;
-      if (!this.#warnedHeld && this.#held > this.settings.delayedRequestsWarnThreshold) {
-        this.#warnedHeld = true;
-        this.warnOnce(
-          "held",
-          "many-delayed",
-          `More than ${this.settings.delayedRequestsWarnThreshold} requests are held back by throttling ` +
-            `(DELAYED_REQUESTS_WARN_THRESHOLD); check the throttling configuration`,
-        );
+    this.#depth++;
+    try {
+      // Sweep here, between decisions, never while a ticket's scopes are being looked up.
+      const limit = this.settings.scopeLimit;
+      if (this.#sweepDue(limit)) this.#sweep();
+      if (!this.#tryStart(ticket)) {
+        this.#held++;
+        if (!this.#warnedHeld && this.#held > this.settings.delayedRequestsWarnThreshold) {
+          this.#warnedHeld = true;
+          this.warnOnce(
+            "held",
+            "many-delayed",
+            `More than ${this.settings.delayedRequestsWarnThreshold} requests are held back by throttling ` +
+              `(DELAYED_REQUESTS_WARN_THRESHOLD); check the throttling configuration`,
+          );
+        }
       }
+    } finally {
+      this.#depth--;
     }
     this.#flushChanges();
   }
@@ -783,6 +803,7 @@ export class Throttler<R = unknown> {
   #drain(): void {
     if (this.#draining) return;
     this.#draining = true;
+    this.#depth++;
     try {
       const cap = this.settings.concurrentRequests;
       const limit = this.settings.scopeLimit;
@@ -810,6 +831,7 @@ export class Throttler<R = unknown> {
       }
     } finally {
       this.#draining = false;
+      this.#depth--;
     }
     this.#flushChanges();
   }
@@ -982,7 +1004,10 @@ export class Throttler<R = unknown> {
     }
     this.#entries.delete(entry);
     this.#unlink(entry);
-    if (entry instanceof DefaultScopeEntry && !entry.exposed && this.#pool.length < POOL_MAX) {
+    if (
+      entry instanceof DefaultScopeEntry && !entry.exposed && this.#depth <= 1 &&
+      this.#pool.length < POOL_MAX
+    ) {
       entry.waiting = undefined;
       entry.timers = undefined;
       this.#pool.push(entry);
@@ -1130,7 +1155,12 @@ export class Throttler<R = unknown> {
 
   #emit(event: ThrottleEvent): void {
     if (this.settings.debug) this.#log(`[politely] ${formatEvent(event)}`);
-    this.#events.next(event);
+    this.#depth++;
+    try {
+      this.#events.next(event);
+    } finally {
+      this.#depth--;
+    }
   }
 }
 

@@ -219,7 +219,9 @@ function afterResponse(
     latencyMs: 0,
   };
   of(outcome).pipe(backoffOn(throttler, { retry: false, nowEpochMs: () => T0 })).subscribe();
-  const s = throttler.state("a.test")!;
+  // A scope that nothing changed may not be in memory: then it is as configured.
+  const s = throttler.state("a.test") ??
+    { holdUntil: 0, delayMs: throttler.scopeConfig("a.test").delayMs, backoffLevel: 0 };
   return { holdUntil: s.holdUntil, delayMs: s.delayMs, level: s.backoffLevel };
 }
 

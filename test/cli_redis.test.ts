@@ -5,8 +5,8 @@ import { join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { parseCliArgs, UsageError } from "../lib/cli/args.ts";
-import { maskRedisUrl, openRedisOption, RedisOptionError } from "../lib/cli/redis_option.ts";
+import { maskRedisUrl, parseCliArgs, UsageError } from "../lib/cli/args.ts";
+import { openRedisOption, RedisOptionError } from "../lib/cli/redis_option.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
 import { connectRedis, onCleanup, REDIS_PORT, runCleanups } from "./_helpers/redis.ts";
 
@@ -201,6 +201,11 @@ describe("parseCliArgs() --redis", () => {
       );
     }
   });
+  it("parseCliArgs() shows no password of a bad --redis URL", () => {
+    expect(() => parseCliArgs(["crawl", "--redis", "http://me:hunter2@h:6379"])).toThrow(
+      "--redis expects a URL like redis://127.0.0.1:6379: current value is 'http://me:***@h:6379'",
+    );
+  });
 
   it("parseCliArgs() rejects --redis-prefix without --redis, or empty", () => {
     expect(() => parseCliArgs(["crawl", "--redis-prefix", "p:"])).toThrow(
@@ -242,5 +247,8 @@ describe("openRedisOption()", () => {
   it("maskRedisUrl() masks a password", () => {
     expect(maskRedisUrl("redis://user:secret@h:6379/0")).toBe("redis://user:***@h:6379/0");
     expect(maskRedisUrl("redis://h:6379")).toBe("redis://h:6379");
+    // Not a redis:// URL, still no password in the message.
+    expect(maskRedisUrl("http://user:secret@h:6379")).toBe("http://user:***@h:6379");
+    expect(maskRedisUrl("://user:secret@h")).toBe("://user:***@h");
   });
 });

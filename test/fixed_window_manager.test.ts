@@ -39,6 +39,14 @@ describe("FixedWindowScopeManager", () => {
     expect(m.isIdle(5_000, 1_000)).toBe(true);
   });
 
+  it("FixedWindowScopeManager.isIdle() is false while its window has use to remember", () => {
+    const m = new FixedWindowScopeManager({ scope: "api", quota: 3, windowMs: 1_000 });
+    m.recordSent(0, 2);
+    m.recordDone(10);
+    expect(m.isIdle(500, 0)).toBe(false); // forgotten, the window could take 3 more
+    expect(m.isIdle(1_000, 0)).toBe(true); // the window has rolled over
+  });
+
   it("fixedWindowManager() builds the manager from a scope's quota and window, and needs a quota", () => {
     const throttler = createThrottler({
       windowMs: 30_000,

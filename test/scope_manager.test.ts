@@ -341,6 +341,24 @@ describe("ThrottlingScopeManager", () => {
     }
   });
 
+  it("ThrottlingScopeManager.isIdle() is false while a send must still wait or a quota window has use", () => {
+    const delayed = manager({ delayMs: 100, jitter: 0 });
+    delayed.recordSent(0);
+    delayed.recordDone(10);
+    // [now, idle]: the next send may go at 100; forgotten before, it would go at once.
+    expect([[50, delayed.isIdle(50, 0)], [100, delayed.isIdle(100, 0)]]).toEqual([[50, false], [
+      100,
+      true,
+    ]]);
+    const quota = manager({ delayMs: 0, quota: 10, windowMs: 1000 });
+    quota.recordSent(0, 4);
+    quota.recordDone(10);
+    expect([[500, quota.isIdle(500, 0)], [1000, quota.isIdle(1000, 0)]]).toEqual([[500, false], [
+      1000,
+      true,
+    ]]);
+  });
+
   it("ThrottlingScopeManager.state() reports hold and next send only while in the future", () => {
     const m = manager({ delayMs: 100, jitter: 0, concurrency: 2 });
     m.recordSent(0);

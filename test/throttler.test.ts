@@ -231,7 +231,8 @@ describe("Throttler scope eviction", () => {
     const t = setup({ scopeLimit: 1, scopes: { "s0.test": { delayMs: 100, jitter: 0 } } });
     const { scheduler, throttler, events } = t;
     throttler.setBaseDelay("s0.test", 5000);
-    send(t, [[0, "http://s0.test/"], [10, "http://s1.test/"], [20, "http://s2.test/"]]);
+    // s1 and s2 come after s0's 5 s delay has passed: until then s0 is kept.
+    send(t, [[0, "http://s0.test/"], [6000, "http://s1.test/"], [6010, "http://s2.test/"]]);
     scheduler.flush();
     expect(evicted(events)).toContain("s0.test:limit");
     expect(throttler.state("s0.test")).toBeUndefined();

@@ -196,7 +196,7 @@ function parseRedis(url: string | undefined, prefix: string | undefined): RedisA
   } catch { /* reported below */ }
   if (parsed === undefined || (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:")) {
     throw new UsageError(
-      `--redis expects a URL like redis://127.0.0.1:6379: current value is '${url}'`,
+      `--redis expects a URL like redis://127.0.0.1:6379: current value is '${maskRedisUrl(url)}'`,
     );
   }
   if (prefix === "") throw new UsageError(`--redis-prefix expects a prefix: current value is ''`);
@@ -235,4 +235,15 @@ function nonEmpty(flag: string, value: unknown): string | undefined {
     throw new UsageError(`${flag} expects a path: current value is ''`);
   }
   return value;
+}
+
+/**
+ * The URL with its password (if any) masked, for messages.
+ *
+ * @param url A `redis://` URL (or what was given as one).
+ * @returns The same URL with `***` for the password.
+ */
+export function maskRedisUrl(url: string): string {
+  // On the text as given (a parsed URL would be normalised, and a bad one not parsed at all).
+  return url.replace(/^([^/]*\/\/[^:@/]*):[^@/]*@/, "$1:***@");
 }

@@ -9,7 +9,7 @@
 import { asyncScheduler, firstValueFrom, from, of, race, type SchedulerLike, timer } from "rxjs";
 import { catchError, map } from "rxjs/operators";
 import { createRedisScopes, type RedisScopes, type RedisScopesClient } from "../redis_scopes.ts";
-import type { RedisArgs } from "./args.ts";
+import { maskRedisUrl, type RedisArgs } from "./args.ts";
 import { firstLine } from "./_first_line.ts";
 
 /** `--redis` could not be used (the package is missing, Redis cannot be reached): one line for the user. */
@@ -63,23 +63,6 @@ export interface RedisOption {
    * rejects; idempotent.
    */
   close(): Promise<void>;
-}
-
-/**
- * The URL with its password (if any) masked, for messages.
- *
- * @param url A `redis://` URL.
- * @returns The same URL with `***` for the password.
- */
-export function maskRedisUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password === "") return url;
-    parsed.password = "***";
-    return parsed.href;
-  } catch {
-    return url;
-  }
 }
 
 /**
