@@ -1,32 +1,18 @@
-import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { runProcess } from "./_helpers/run_process.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 describe("politely demo", () => {
   it("politely demo --duration 3 crawls the five loopback sites and prints its table", async () => {
-    const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
-      (resolve, reject) => {
-        const child = spawn(process.execPath, [
-          join(ROOT, "bin/politely.js"),
-          "demo",
-          "--duration",
-          "3",
-        ], {
-          cwd: ROOT,
-          env: { ...process.env, NO_COLOR: "1" },
-          stdio: ["ignore", "pipe", "pipe"],
-        });
-        let stdout = "";
-        let stderr = "";
-        child.stdout.on("data", (d) => (stdout += d));
-        child.stderr.on("data", (d) => (stderr += d));
-        child.on("error", reject);
-        child.on("close", (code) => resolve({ code, stdout, stderr }));
-      },
-    );
+    const run = await runProcess(process.execPath, [
+      join(ROOT, "bin/politely.js"),
+      "demo",
+      "--duration",
+      "3",
+    ], { cwd: ROOT, env: { ...process.env, NO_COLOR: "1" } });
     expect(run.code).toBe(0);
     const table = run.stdout.slice(run.stdout.lastIndexOf("site    hidden limit"));
     expect(table).toMatch(/^site {4}hidden limit/);

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
 import fc from "fast-check";
@@ -22,6 +21,7 @@ import {
   tokenBucketTake,
 } from "../lib/demo/_limiters.ts";
 import { type Site, startDemoSites, startSite } from "../lib/demo/sites.ts";
+import { runProcess } from "./_helpers/run_process.ts";
 
 // ---------------------------------------------------------------------------
 // Pure limiters
@@ -519,13 +519,9 @@ for (const style of ["token-bucket", "concurrency-cap", "slow", "robots-delay", 
       ? ["eval", code]
       : ["--import", "tsx", "--input-type=module", "-e", code];
     const root = fileURLToPath(new URL("..", import.meta.url));
-    const child = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
-    let output = "";
-    child.stdout.on("data", (chunk) => (output += chunk));
-    child.stderr.on("data", (chunk) => (output += chunk));
-    const kill = setTimeout(() => child.kill("SIGKILL"), 20_000);
-    const code_ = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-    clearTimeout(kill);
+    const run = await runProcess(process.execPath, args, { cwd: root, timeoutMs: 20_000 });
+    const output = run.stdout + run.stderr;
+    const code_ = run.code;
     expect(output).toContain("fine 200,200,200");
     expect(code_).toBe(0);
   }, 30_000);

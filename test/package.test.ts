@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import {
   cpSync,
   existsSync,
@@ -15,6 +14,7 @@ import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
+import { runProcess } from "./_helpers/run_process.ts";
 
 // What a user of the npm package gets: the repository is packed as `npm pack`
 // packs it (prepack builds dist/), the tarball is installed into a new project
@@ -57,19 +57,7 @@ function childEnv(): Record<string, string> {
 }
 
 function run(command: string, args: readonly string[], cwd: string): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
-      cwd,
-      env: childEnv(),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
+  return runProcess(command, args, { cwd, env: childEnv() });
 }
 
 /** Runs a command that must succeed; its stdout. */

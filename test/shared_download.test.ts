@@ -6,7 +6,6 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import process from "node:process";
-import { spawn } from "node:child_process";
 import { from, lastValueFrom, NEVER, Observable, of, Subject, throwError, toArray } from "rxjs";
 import {
   type AcquireResult,
@@ -22,6 +21,7 @@ import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
 import { testScheduler } from "./_helpers/test_scheduler.ts";
+import { type ProcessRun, runProcess } from "./_helpers/run_process.ts";
 import { onCleanup, REDIS_PORT, redisProcesses, runCleanups, until } from "./_helpers/redis.ts";
 
 afterEach(runCleanups);
@@ -335,22 +335,14 @@ async function slowServer(ms: number) {
 const WORKER = new URL("./_redis_worker.ts", import.meta.url).pathname;
 
 /** Run test/_redis_worker.ts as a real child process on the runtime running the tests. */
-function runWorker(args: readonly string[]): Promise<{ code: number | null; out: string }> {
+function runWorker(args: readonly string[]): Promise<ProcessRun> {
   const runtime = "Deno" in globalThis
     ? ["run", "-A", WORKER]
     : "Bun" in globalThis
     ? [WORKER]
     : ["--import", "tsx", WORKER];
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...runtime, ...args], {
-      env: { ...process.env, REDIS_PORT: String(REDIS_PORT) },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout.on("data", (chunk) => out += chunk);
-    child.stderr.on("data", (chunk) => out += chunk);
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, out }));
+  return runProcess(process.execPath, [...runtime, ...args], {
+    env: { ...process.env, REDIS_PORT: String(REDIS_PORT) },
   });
 }
 
@@ -384,8 +376,8 @@ describe("sharedDownload()", () => {
       ["w1", "w2"].map((tag) => runWorker([server.origin, a!.store.prefix, "10", "2", tag])),
     );
     for (const run of runs) {
-      expect(run.code, run.out).toBe(0);
-      expect(JSON.parse(run.out.trim().split("\n").at(-1)!)).toEqual({
+      expect(run.code, run.stdout + run.stderr).toBe(0);
+      expect(JSON.parse(run.stdout.trim().split("\n").at(-1)!)).toEqual({
         statuses: Array(10).fill(200),
       });
     }
