@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { describeValue } from "./_describe_value.ts";
 import { InvalidRequestError } from "./download_errors.ts";
 import {
   asyncScheduler,
@@ -1228,14 +1229,9 @@ function requestBodyOf(request: unknown): string {
   return "";
 }
 
+/** A value in an error message, cut at 200 characters. */
 function describe(value: unknown): string {
-  let s: string;
-  try {
-    s = JSON.stringify(value) ?? String(value);
-  } catch {
-    s = String(value);
-  }
-  return s.length > 200 ? s.slice(0, 200) + "..." : s;
+  return describeValue(value, 200);
 }
 
 function isJsonSafe(value: unknown, depth: number): boolean {

@@ -28,6 +28,7 @@ import { createDnsCache, type DnsCache } from "./dns_cache.ts";
 import { hostScope, urlHostname } from "./domain_scopes.ts";
 import { InvalidScopesError, normalizeScopes, type RequestScopes } from "./scopes.ts";
 import { ScopeTable, type Slotted } from "./_scope_table.ts";
+import { describeValue } from "./_describe_value.ts";
 import {
   parseSettings,
   type RampupConfig,
@@ -292,7 +293,7 @@ export class Throttler<R = unknown> {
     if (url === undefined) {
       throw new InvalidScopesError(
         "Cannot throttle request as it has no URL and the throttler has no getScopes: current value is " +
-          describe(request),
+          describeValue(request),
         request,
       );
     }
@@ -593,8 +594,7 @@ export class Throttler<R = unknown> {
     this.#depth++;
     try {
       // Sweep here, between decisions, never while a ticket's scopes are being looked up.
-      const limit = this.settings.scopeLimit;
-      if (this.#sweepDue(limit)) this.#sweep();
+      if (this.#sweepDue()) this.#sweep();
       if (!this.#tryStart(ticket)) {
         this.#held++;
         if (!this.#warnedHeld && this.#held > this.settings.delayedRequestsWarnThreshold) {
@@ -806,12 +806,11 @@ export class Throttler<R = unknown> {
     this.#depth++;
     try {
       const cap = this.settings.concurrentRequests;
-      const limit = this.settings.scopeLimit;
       for (;;) {
         // Requests queued behind the global cap create their scopes here, not
         // in submit: sweep here too, or a batch given all at once would never
         // evict. Between tickets, so no ticket's scopes go while looked at.
-        if (this.#sweepDue(limit)) this.#sweep();
+        if (this.#sweepDue()) this.#sweep();
         this.#pumpGlobal();
         if (this.#dirty.length > 0) {
           const scope = this.#dirty.pop()!;
@@ -937,7 +936,8 @@ export class Throttler<R = unknown> {
    * busy scopes met on the way move to the newest end, and a sweep looks at a
    * bounded number of entries: O(1) amortised per request.
    */
-  #sweepDue(limit: number): boolean {
+  #sweepDue(): boolean {
+    const limit = this.settings.scopeLimit;
     return this.#sinceSweep >= 1024 ||
       (limit > 0 && this.#entries.size > limit && this.#sinceSweep >= this.#sweepGap);
   }
@@ -1223,14 +1223,6 @@ function addIpScope(scopes: RequestScopes, ip: string): RequestScopes {
     names: [...scopes.names, ip],
     amounts: scopes.amounts === undefined ? undefined : [...scopes.amounts, undefined],
   };
-}
-
-function describe(value: unknown): string {
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value);
-  }
 }
 
 /**
