@@ -1,22 +1,29 @@
 /**
- * The arithmetic of rampup for one scope, pure and clock-free (`now` is passed
- * in). `ThrottlingScopeManager` owns the delay and the concurrency; this
- * controller tells it how to move them.
+ * The arithmetic of adaptive limits for one scope, pure and clock-free (`now`
+ * is passed in). `ThrottlingScopeManager` owns the delay and the concurrency;
+ * this controller tells it how to move them. It serves two modes:
  *
- * Two phases, like TCP:
- * - **slow start** (until the scope's first trigger): the reference's steps.
- *   Each window with fewer triggers than the target's low bound multiplies
- *   the delay by `delayFactor` down to `minDelayMs` (snapping to it within
- *   1 ms), then raises concurrency by one up to `maxConcurrency`.
- * - **avoidance** (from the first trigger on; our refinement, see
- *   docs/RAMPUP.md): the scope is paced by a rate (`delay = 1000 / rate`). A
- *   trigger cuts the rate the scope was actually achieving (sends and
- *   admitted responses over the last window) by {@link CUT_FACTOR}, or halves
- *   the send rate when most sends bounced; the first trigger goes back to
- *   the last quiet window's rate when there was one. A quiet window closes
- *   half the gap to the rate of the last cut, then probes beyond it with
- *   increments that grow while windows stay quiet.
- *   Concurrency follows the rate by Little's law (rate x latency).
+ * - **rampup** (the reference's Rampup, opted into): the scope starts at
+ *   `minConcurrency` and probes upwards, past its configuration, up to
+ *   `rampup.minDelayMs` and `CONCURRENT_REQUESTS`.
+ * - **adaptive** (the default for domain and IP scopes): the scope starts at
+ *   its configuration and only ever slows below it; the controller is made at
+ *   the scope's first trigger and finds the site's limit instead of taking
+ *   exponential steps with a minute per recovery step.
+ *
+ * What it learns, from each refusal and each admitted answer (docs/RAMPUP.md):
+ * - a **concurrency cap**: refusals only of requests sent with more than `k`
+ *   in flight, and admits below, mean "k at once": concurrency `k`, no delay;
+ *   a refusal with `k` or fewer in flight refutes it;
+ * - a **rate**: bounds `lo` (a rate held for a round without a refusal) and
+ *   `hi` (a rate that was refused), bisected until they meet, with a direct
+ *   estimate of the rate the site admitted while the scope pressed against it;
+ * - a **window** (refusals in a block, whatever the pace): probes spaced
+ *   further and further apart until one is admitted, then the pace of one
+ *   window's admits over the window's length.
+ * Rounds are short (a few round trips or a few sends) while learning; once
+ * `lo` and `hi` meet the scope probes above its rate once per
+ * `BACKOFF_WINDOW`, so about the target number of refusals per window.
  *
  * @module
  */
@@ -29,94 +36,135 @@ export interface RampKnobs {
   concurrency: number;
 }
 
-/** Limits rampup stays within (from the scope's configuration). */
+/** Limits the controller stays within (from the scope's configuration). */
 export interface RampLimits {
+  /** `"rampup"` probes past the configuration; `"adaptive"` never goes faster than it. */
+  readonly mode: "rampup" | "adaptive";
   readonly minConcurrency: number;
   readonly maxConcurrency: number;
+  /** The shortest delay (the configured delay, or rampup's `minDelayMs`). */
+  readonly minDelayMs: number;
   /** The slowest pace a cut may reach (the backoff max delay). */
   readonly maxDelayMs: number;
-  /** BACKOFF_WINDOW: the period over which triggers are counted. */
+  /** BACKOFF_WINDOW: the period of probing once the limit is found. */
   readonly windowMs: number;
   /** Statuses that are triggers (not admitted responses). */
   readonly triggerCodes: readonly number[];
+  /** An ordinary step for a trigger with nothing to measure (`delayScope`): the backoff's. */
+  readonly stepMinDelayMs: number;
+  readonly stepFactor: number;
 }
 
-/** A trigger after the scope's first cuts the achieved rate to this fraction. */
-export const CUT_FACTOR = 0.9;
-/** The first trigger, with no quiet window to fall back to, halves the send rate (TCP's slow-start exit). */
-export const SLOW_START_EXIT_FACTOR = 0.5;
-/** The smallest increment of a quiet window, as a fraction of the rate after the last cut. */
-export const INCREMENT_FRACTION = 0.05;
-/** Below the rate of the last cut, a quiet window closes this share of the gap to it. */
-export const APPROACH_SHARE = 0.5;
-/** A trigger while fewer than this share of recent sends were admitted is a heavy loss: the rate is halved. */
-export const HEAVY_LOSS_ADMITTED = 0.75;
-/** A window only steps up when it sent at least this share of what the pace allowed (else demand, not the site, was the limit). */
-export const BUSY_SHARE = 0.75;
+/** What an adaptive scope saw before its first trigger. */
+export interface ScopeHistory {
+  readonly admittedUpTo: number;
+  readonly admits: number;
+  readonly firstSentAt: number;
+}
+
+/** Cut below a refused rate when nothing better is known. */
+export const CUT_FACTOR = 0.5;
+/** Pace at this share of a measured admitted rate (a little under the limit). */
+export const ESTIMATE_SHARE = 0.95;
+/** `lo` and `hi` this close (relative) are the limit found. */
+export const CONVERGED = 0.03;
+/** Once converged, a probe above the rate is this much higher. */
+export const PROBE_STEP = 0.03;
+/** The shortest round while learning. */
+export const MIN_ROUND_MS = 200;
+/** Sends per round at the current pace. */
+const ROUND_SENDS = 4;
+/** Round trips per round. */
+const ROUND_TRIPS = 3;
+/** The first probe in a block of refusals waits this long (or two round trips). */
+const FIRST_PROBE_MS = 250;
+/** Each further probe in the block waits this much longer. */
+const PROBE_GROWTH = 1.5;
 /** Weight of the newest latency in the moving average. */
 const LATENCY_WEIGHT = 0.2;
+/** In-flight counts are tallied up to this. */
+const MAX_F = 64;
+/** Sends remembered for their in-flight count. */
+const RING = 128;
 
-/** Times of recent events, oldest first, pruned to one window. */
-class TimeRing {
-  #times: number[] = [];
-  #head = 0;
-  push(t: number): void {
-    this.#times.push(t);
-  }
-  prune(before: number): void {
-    while (this.#head < this.#times.length && this.#times[this.#head]! < before) this.#head++;
-    if (this.#head > 64 && this.#head * 2 > this.#times.length) {
-      this.#times = this.#times.slice(this.#head);
-      this.#head = 0;
-    }
-  }
-  countSince(from: number): number {
-    let n = 0;
-    for (let i = this.#times.length - 1; i >= this.#head && this.#times[i]! >= from; i--) n++;
-    return n;
-  }
-}
-
-/** Rates measured over the recent past, in requests per second. */
-export interface Measured {
-  readonly sendRate: number;
-  readonly admittedRate: number;
-  readonly horizonMs: number;
+function fmt(rate: number): string {
+  return rate === Infinity ? "unlimited" : String(Math.round(rate * 100) / 100);
 }
 
 /**
- * One scope's rampup state. Every method takes `now`; nothing reads a clock.
+ * One scope's adaptive state. Every method takes `now`; nothing reads a clock.
  * @internal
  */
 export class RampupController {
-  /** Rampup options; replaceable, applying from the next window. */
+  /** Rampup options; replaceable, applying from the next round. */
   config: ResolvedRampup;
   readonly limits: RampLimits;
-  phase: "slow-start" | "avoidance" = "slow-start";
-  /** The paced rate in avoidance (requests/s). */
-  rate = Number.NaN;
-  /** Requests/s added by the next quiet window (avoidance). */
-  #increment = 0;
-  #quietSteps = 0;
-  /** The achieved rate at the last cut: the best estimate of the site's limit. */
-  #lastMax = Number.NaN;
-  /** The send rate of the last busy window without a trigger (slow start). */
-  #knownGoodRate = Number.NaN;
-  #windowStart = Number.NaN;
-  #triggers = 0;
-  #sends = 0;
+  /** `start`: no trigger yet (rampup's slow start); `learn`: from the first trigger on. */
+  phase: "start" | "learn" = "start";
+  /** The paced rate (requests/s); Infinity while unpaced. */
+  rate = Infinity;
+  #hi = Infinity;
+  #capLimit = Infinity;
+  #capRefuted = false;
+  /** Admits and refusals by in-flight count at send (capped at MAX_F). */
+  readonly #admitAtF = new Uint32Array(MAX_F + 1);
+  #minRefusedF = Infinity;
+  // Sends: time and in-flight count, for the outcome's lookup.
+  readonly #sentAt = new Float64Array(RING);
+  readonly #sentF = new Uint8Array(RING);
+  #sendCount = 0;
   #firstSendAt = Number.NaN;
+  /** The first send this controller saw (it may be made at a scope's first trigger). */
+  #firstOwnSendAt = Infinity;
   #latencyMs = Number.NaN;
-  /** Requests in flight when the rate was last cut: their triggers say nothing about the new rate. */
-  #staleOutstanding = 0;
-  readonly #sent = new TimeRing();
-  readonly #admitted = new TimeRing();
-  /** Steps taken on a trigger, reported by the next `advance`. */
-  #pending: ScopeStep[] = [];
+  /** Sends from before this time were answered for by the last cut. */
+  #lastCutAt = -Infinity;
+  #lastCutWasRate = false;
+  /** Refusals since the last cut with no admit of a later send: a block. */
+  #blockStart = Number.NaN;
+  #probeMs = 0;
+  /** Since when admits count toward the window estimate. */
+  #periodStart = Number.NaN;
+  #periodAdmits = 0;
+  /** The first refusal of the current run of rounds with refusals. */
+  #episodeStart = Number.NaN;
+  #episodeAdmits = 0;
+  #heldMs = 0;
+  // The current round.
+  #roundStart = Number.NaN;
+  #roundMs = MIN_ROUND_MS;
+  #roundSends = 0;
+  #roundTriggers = 0;
+  #roundMaxActive = 0;
+  /** Last time a converged scope probed above its rate. */
+  #lastProbeAt = Number.NaN;
+  /** Sends since the rate last changed. */
+  #sendsAtRate = 0;
+  /** The pace of the last quiet round. */
+  #lastQuiet = 0;
+  /** A hold the controller asks for (a probe in a block), read by the manager. */
+  holdUntil = 0;
+  /** Steps taken on a trigger or an answer, reported by the next `advance`. */
+  #pending: Extract<ScopeStep, { kind: "rampup" }>[] = [];
 
-  constructor(config: ResolvedRampup, limits: RampLimits) {
+  /**
+   * @param config Rampup options.
+   * @param limits Bounds from the scope's configuration.
+   * @param before Made at a scope's first trigger: what the scope saw
+   *   before it (the most in flight it had answers admitted with, its admits,
+   *   its first send), so a concurrency cap and a window can be told.
+   */
+  constructor(config: ResolvedRampup, limits: RampLimits, before?: ScopeHistory) {
     this.config = config;
     this.limits = limits;
+    if (before !== undefined) {
+      if (before.admittedUpTo > 0) this.#admitAtF[Math.min(before.admittedUpTo, MAX_F)] = 1;
+      if (before.admits > 0 && Number.isFinite(before.firstSentAt)) {
+        this.#firstSendAt = before.firstSentAt;
+        this.#periodStart = before.firstSentAt;
+        this.#periodAdmits = before.admits;
+      }
+    }
   }
 
   /** Moving average of admitted responses' latency (NaN until one is seen). */
@@ -124,89 +172,292 @@ export class RampupController {
     return this.#latencyMs;
   }
 
-  onSent(now: number): void {
-    if (Number.isNaN(this.#windowStart)) this.#windowStart = now;
-    if (Number.isNaN(this.#firstSendAt)) this.#firstSendAt = now;
-    this.#sends++;
-    this.#sent.push(now);
-    this.#sent.prune(now - this.limits.windowMs);
+  /** Whether the delay is a rate learned from the site (jitter may not shorten it). */
+  get paced(): boolean {
+    return this.rate !== Infinity;
   }
 
+  /** The learned concurrency cap, or Infinity. */
+  get capLimit(): number {
+    return this.#capLimit;
+  }
+
+  /** A send at `now` with `active` requests in flight, itself included. */
+  onSent(now: number, active: number): void {
+    if (Number.isNaN(this.#firstSendAt)) {
+      this.#firstSendAt = now;
+      this.#periodStart = now;
+    }
+    if (Number.isNaN(this.#roundStart)) this.#openRound(now);
+    if (this.#sendCount === 0) this.#firstOwnSendAt = now;
+    const i = this.#sendCount++ % RING;
+    this.#sentAt[i] = now;
+    this.#sentF[i] = Math.min(active, MAX_F);
+    this.#roundSends++;
+    this.#sendsAtRate++;
+    if (active > this.#roundMaxActive) this.#roundMaxActive = active;
+  }
+
+  /**
+   * The in-flight count of a send at `sentAt`. Sends of one instant are told
+   * apart by taking the highest count for a refusal (the later sends of a
+   * burst are the refused ones) and the lowest for an admit.
+   */
+  #fOf(sentAt: number | undefined, refused: boolean): number | undefined {
+    if (sentAt === undefined) return undefined;
+    let best: number | undefined;
+    const n = Math.min(this.#sendCount, RING);
+    for (let k = 1; k <= n; k++) {
+      const i = (this.#sendCount - k) % RING;
+      const t = this.#sentAt[i]!;
+      if (t < sentAt) break;
+      if (t !== sentAt) continue;
+      const f = this.#sentF[i]!;
+      if (f === 0) continue; // taken
+      if (best === undefined || (refused ? f > this.#sentF[best]! : f < this.#sentF[best]!)) best = i;
+    }
+    if (best === undefined) return undefined;
+    const f = this.#sentF[best]!;
+    this.#sentF[best] = 0;
+    return f;
+  }
+
+  /** A request settled at `now` (after any trigger for it). */
   onDone(now: number, result: DoneInfo | undefined): void {
-    if (this.#staleOutstanding > 0) this.#staleOutstanding--;
     if (result === undefined || result.status === undefined) return;
     if (this.limits.triggerCodes.includes(result.status)) return;
-    this.#admitted.push(now);
-    this.#admitted.prune(now - this.limits.windowMs);
     const l = result.latencyMs;
-    if (Number.isFinite(l) && l >= 0) {
+    const sentAt = Number.isFinite(l) && l >= 0 ? now - l : undefined;
+    if (sentAt !== undefined) {
       this.#latencyMs = Number.isNaN(this.#latencyMs)
         ? l
         : this.#latencyMs + LATENCY_WEIGHT * (l - this.#latencyMs);
     }
+    const f = this.#fOf(sentAt, false);
+    if (f !== undefined) this.#admitAtF[f]!++;
+    this.#periodAdmits++;
+    this.#episodeAdmits++;
+    if (sentAt !== undefined && sentAt > this.#lastCutAt && !Number.isNaN(this.#blockStart)) {
+      this.#endBlock(now);
+    }
   }
 
-  /** The send and admitted rates over the last window (or since the first send, when shorter). */
-  measure(now: number): Measured {
-    const window = this.limits.windowMs;
-    const from = Math.max(this.#firstSendAt, now - window);
-    const floor = Number.isNaN(this.#latencyMs) ? 1 : Math.max(1, this.#latencyMs);
-    const horizonMs = Math.max(now - from, floor);
-    return {
-      sendRate: (this.#sent.countSince(from) * 1000) / horizonMs,
-      admittedRate: (this.#admitted.countSince(from) * 1000) / horizonMs,
-      horizonMs,
-    };
+  /** A server hold from `now` to `until` (Retry-After, an announced reset): not slow sending. */
+  onHold(now: number, until: number): void {
+    if (until > now && !Number.isNaN(this.#episodeStart)) this.#heldMs += until - now;
   }
 
   /**
-   * A trigger at `now`, with `active` requests in flight (the trigger's own
-   * included). Moves `knobs` when the trigger cuts; returns what happened, or
-   * `undefined` when the trigger was tolerated.
+   * A trigger at `now` for a request sent at `sentAt` (undefined for
+   * `delayScope` or a direct call). Moves `knobs` when it cuts; returns what
+   * happened, or `undefined` when the trigger was answered for already.
    */
-  onTrigger(now: number, knobs: RampKnobs, active: number): string | undefined {
-    if (this.limits.windowMs === 0) return undefined; // no windows: nothing to learn (instant recovery)
-    if (Number.isNaN(this.#windowStart)) this.#windowStart = now;
-    this.#triggers++;
-    if (this.#triggers < this.config.backoffTarget[0]) return undefined; // rampup asked for this many
-    if (this.#staleOutstanding > 0) return undefined; // sent before the last cut: already answered for
-    const m = this.measure(now);
-    let why: string;
-    let next: number;
-    if (this.phase === "slow-start") {
-      this.phase = "avoidance";
-      if (Number.isFinite(this.#knownGoodRate) && this.#knownGoodRate > 0) {
-        next = this.#knownGoodRate;
-        why = `first trigger: back to the last quiet window's rate ${fmt(next)}/s`;
-      } else {
-        const seen = `sent ${fmt(m.sendRate)}/s, admitted ${fmt(m.admittedRate)}/s`;
-        if (m.admittedRate < HEAVY_LOSS_ADMITTED * m.sendRate) {
-          next = SLOW_START_EXIT_FACTOR * m.sendRate;
-          why = `first trigger with heavy loss: half the send rate (${seen})`;
-        } else {
-          const achieved = Math.min(m.sendRate, m.admittedRate);
-          next = CUT_FACTOR * achieved;
-          why = `first trigger: ${CUT_FACTOR} x achieved ${fmt(achieved)}/s (${seen})`;
-        }
-      }
-    } else {
-      const achieved = Math.min(this.rate, m.sendRate, m.admittedRate);
-      const seen = `sent ${fmt(m.sendRate)}/s, admitted ${fmt(m.admittedRate)}/s`;
-      if (m.admittedRate < HEAVY_LOSS_ADMITTED * m.sendRate) {
-        // Most of what was sent bounced: far above the limit, and the admitted
-        // rate of a short past is inflated by the site's burst.
-        next = Math.min(CUT_FACTOR * achieved, SLOW_START_EXIT_FACTOR * this.rate);
-        why = `trigger with heavy loss (${seen}): rate cut to ${fmt(next)}/s`;
-      } else {
-        next = CUT_FACTOR * achieved;
-        why = `trigger: ${CUT_FACTOR} x achieved ${fmt(achieved)}/s (${seen})`;
-      }
-      this.#lastMax = achieved;
+  onTrigger(
+    now: number,
+    knobs: RampKnobs,
+    sentAt: number | undefined,
+    activeNow: number,
+  ): string | undefined {
+    const lim = this.limits;
+    if (lim.windowMs === 0) return undefined; // instant recovery: nothing to learn, only holds
+    if (Number.isNaN(this.#roundStart)) this.#openRound(now);
+    // A send from before the controller existed: in flight now is the best guess.
+    const f = sentAt === undefined
+      ? undefined
+      : this.#fOf(sentAt, true) ?? (this.#sendCount === 0 || sentAt < this.#firstOwnSendAt
+        ? Math.min(activeNow, MAX_F)
+        : undefined);
+    // Sent before (or at the instant of) the last cut: answered for by it.
+    if (sentAt !== undefined && sentAt <= this.#lastCutAt) return undefined;
+    this.phase = "learn";
+    this.#roundTriggers++;
+    if (Number.isNaN(this.#episodeStart)) {
+      this.#episodeStart = now;
+      this.#episodeAdmits = 0;
+      this.#heldMs = 0;
     }
-    this.#setRate(next, knobs, true);
-    this.#increment = Math.max(INCREMENT_FRACTION * this.rate, 1000 / this.limits.maxDelayMs);
-    this.#quietSteps = 0;
-    this.#staleOutstanding = active;
+    if (sentAt === undefined || f === undefined) return this.#ordinaryStep(now, knobs);
+    if (f < this.#minRefusedF) this.#minRefusedF = f;
+
+    // A concurrency cap: refused only above k in flight.
+    if (!this.#capRefuted) {
+      if (f <= this.#capLimit && this.#capLimit !== Infinity && (f < 2 || !this.#admitsBelow(f))) {
+        this.#capRefuted = true;
+        this.#capLimit = Infinity;
+      } else if (f <= this.#capLimit && this.#capLimit !== Infinity) {
+        this.#capLimit = f - 1;
+        this.#cut(now, false);
+        this.#apply(knobs);
+        return this.#report(knobs, `concurrency cap: refused with ${f} in flight, lowered to ${f - 1}`);
+      } else if (
+        f >= 2 && this.#minRefusedF === f && this.#admitsBelow(f) && !this.#admitsFrom(f) &&
+        this.rate === Infinity
+      ) {
+        this.#capLimit = f - 1;
+        this.#cut(now, false);
+        this.#apply(knobs);
+        return this.#report(
+          knobs,
+          `concurrency cap: refused with ${f} in flight, admitted with ${f - 1}`,
+        );
+      } else if (f === 1) {
+        this.#capRefuted = true;
+        this.#capLimit = Infinity;
+      }
+    }
+
+    // A block: refused again before any later send was admitted.
+    if (this.#lastCutWasRate && !Number.isNaN(this.#blockStart)) {
+      const wait = this.#probeMs;
+      this.#probeMs *= PROBE_GROWTH;
+      const until = now + wait;
+      if (until > this.holdUntil) this.holdUntil = until;
+      this.#lastCutAt = now;
+      return this.#report(knobs, `refused again: next probe in ${Math.round(wait)} ms`);
+    }
+
+    const pace = this.rate !== Infinity
+      ? this.rate
+      : this.#sendCount < 2
+      // Made at this trigger: what is in flight, over the refused request's round trip.
+      ? (Math.max(1, activeNow) * 1000) / Math.max(1, now - sentAt)
+      : this.#recentSendRate(now);
+    // A rate that was refused is too fast, whatever a quiet round said before
+    // (a bucket's saved burst can hide a rate above its limit for a while).
+    if (pace < this.#hi) this.#hi = pace;
+    let next = pace * CUT_FACTOR;
+    let why = `refused at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
+    const est = this.#episodeEstimate(now);
+    if (this.rate !== Infinity && this.#sendsAtRate <= 2 && this.#lastQuiet > 0 && this.#lastQuiet < pace) {
+      // Refused at the first sends of a new pace: a strict spacer, and the
+      // last quiet pace is known good.
+      next = this.#lastQuiet;
+      why = `refused at the first sends at ${fmt(pace)}/s: back to ${fmt(next)}/s`;
+    } else if (est !== undefined) {
+      // Refused after a while at this pace: a saved burst hid the limit; the
+      // admitted rate says where it is.
+      if (this.rate !== Infinity && est < pace) this.#hi = Math.min(this.#hi, (pace + est) / 2);
+      // What the site admitted since the scope first pressed on it: a floor
+      // for the cut (a strict spacer admits far less than its rate to a
+      // client that presses, so it is no ceiling).
+      next = Math.max(next, Math.min(ESTIMATE_SHARE * est, pace * (1 - CONVERGED)));
+      why = `refused at ${fmt(pace)}/s, admitted ${fmt(est)}/s: rate ${fmt(next)}/s`;
+    }
+    this.rate = this.#clampRate(next);
+    this.#cut(now, true);
+    this.#blockStart = now;
+    this.#probeMs = Math.max(FIRST_PROBE_MS, 2 * (this.#latencyMs || 0));
+    this.#apply(knobs);
+    return this.#report(knobs, why);
+  }
+
+  /** Whether a send with `f` or more in flight was ever admitted (then `f` is no cap). */
+  #admitsFrom(f: number): boolean {
+    for (let g = f; g <= MAX_F; g++) if (this.#admitAtF[g]! > 0) return true;
+    return false;
+  }
+
+  #admitsBelow(f: number): boolean {
+    let n = 0;
+    for (let g = 1; g < f; g++) n += this.#admitAtF[g]!;
+    return n > 0;
+  }
+
+  /** Requests/s sent over the last round (at least the latency, at least one send's worth). */
+  #recentSendRate(now: number): number {
+    const span = Math.max(this.#roundMs, Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs, 1);
+    let n = 0;
+    const total = Math.min(this.#sendCount, RING);
+    for (let k = 1; k <= total; k++) {
+      const i = (this.#sendCount - k) % RING;
+      if (this.#sentAt[i]! < now - span) break;
+      n++;
+    }
+    return Math.max(1, n) * 1000 / span;
+  }
+
+  /** The rate admitted since the first refusal of this episode, held time left out. */
+  #episodeEstimate(now: number): number | undefined {
+    if (this.#episodeAdmits < 4) return undefined;
+    const span = now - this.#episodeStart - this.#heldMs;
+    if (span <= 0) return undefined;
+    return (this.#episodeAdmits * 1000) / span;
+  }
+
+  #ordinaryStep(now: number, knobs: RampKnobs): string {
+    const lim = this.limits;
+    const delay = Math.min(
+      lim.maxDelayMs,
+      Math.max(lim.stepMinDelayMs, knobs.delayMs * lim.stepFactor),
+    );
+    this.rate = this.#clampRate(1000 / delay);
+    this.#hi = Math.min(this.#hi, this.rate / CUT_FACTOR);
+    this.#cut(now, false);
+    this.#apply(knobs);
+    return this.#report(knobs, `trigger with nothing to measure: one step to ${fmt(this.rate)}/s`);
+  }
+
+  #cut(now: number, rate: boolean): void {
+    this.#lastCutAt = now;
+    this.#lastCutWasRate = rate;
+    this.#blockStart = Number.NaN;
+  }
+
+  /** The first admit after a block: a window when the block was long. */
+  #endBlock(now: number): void {
+    const start = this.#blockStart;
+    this.#blockStart = Number.NaN;
+    const block = now - start;
+    const roundTrip = Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs;
+    const gap = this.rate === Infinity ? 0 : 1000 / this.rate;
+    if (block >= Math.max(500, 4 * roundTrip, 4 * gap) && this.#periodAdmits > 1) {
+      const period = now - this.#periodStart;
+      const est = ((this.#periodAdmits - 1) * 1000) / Math.max(1, period);
+      // The first block ends at a probe that may be late: room above it.
+      this.#hi = this.#windows++ === 0 ? est * 1.1 : est;
+      this.rate = this.#clampRate(ESTIMATE_SHARE * est);
+      this.#pending.push({
+        kind: "rampup",
+        delayMs: this.rate === Infinity ? 0 : 1000 / this.rate,
+        concurrency: Number.NaN,
+        why: `a window: ${this.#periodAdmits - 1} admitted in ${
+          Math.round(period)
+        } ms: rate ${fmt(this.rate)}/s`,
+      });
+      this.#needsApply = true;
+    }
+    this.#periodStart = now;
+    this.#periodAdmits = 1;
+  }
+
+  #needsApply = false;
+  #windows = 0;
+
+  #clampRate(rate: number): number {
+    const lim = this.limits;
+    const minRate = 1000 / lim.maxDelayMs;
+    const maxRate = lim.minDelayMs > 0 ? 1000 / lim.minDelayMs : Infinity;
+    if (!(rate > 0) || Number.isNaN(rate)) return minRate;
+    return Math.min(maxRate, Math.max(minRate, rate));
+  }
+
+  /** Sets the knobs from the rate and the cap: Little's law for concurrency. */
+  #apply(knobs: RampKnobs): void {
+    const lim = this.limits;
+    this.#sendsAtRate = 0;
+    const top = Math.min(lim.maxConcurrency, this.#capLimit);
+    knobs.delayMs = this.rate === Infinity ? lim.minDelayMs : Math.max(lim.minDelayMs, 1000 / this.rate);
+    if (this.#capLimit !== Infinity && this.rate === Infinity) {
+      knobs.concurrency = Math.max(lim.minConcurrency, this.#capLimit);
+      return;
+    }
+    if (this.rate === Infinity) return;
+    const latency = Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs;
+    const needed = Math.ceil((this.rate * latency) / 1000) + 1;
+    knobs.concurrency = Math.max(lim.minConcurrency, Math.min(top, needed));
+  }
+
+  #report(knobs: RampKnobs, why: string): string {
     this.#pending.push({
       kind: "rampup",
       delayMs: knobs.delayMs,
@@ -216,68 +467,125 @@ export class RampupController {
     return why;
   }
 
-  /** When the current window ends, or `undefined` while none is open. */
-  nextWakeAt(): number | undefined {
-    if (this.limits.windowMs === 0 || Number.isNaN(this.#windowStart)) return undefined;
-    return this.#windowStart + this.limits.windowMs;
+  #openRound(now: number): void {
+    const latency = Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs;
+    const gap = this.rate === Infinity ? 0 : 1000 / this.rate;
+    this.#roundStart = now;
+    this.#roundMs = Math.min(
+      Math.max(MIN_ROUND_MS, ROUND_TRIPS * latency, ROUND_SENDS * gap),
+      Math.max(this.limits.windowMs, MIN_ROUND_MS),
+    );
+    this.#roundSends = 0;
+    this.#roundTriggers = 0;
+    this.#roundMaxActive = 0;
   }
 
-  /** Whether a trigger-time step waits to be reported. */
+  /** When the current round ends, or `undefined` while none is open. */
+  nextWakeAt(): number | undefined {
+    if (this.limits.windowMs === 0 || Number.isNaN(this.#roundStart)) return undefined;
+    return this.#roundStart + this.#roundMs;
+  }
+
+  /** Whether a step waits to be reported. */
   get hasPending(): boolean {
-    return this.#pending.length > 0;
+    return this.#pending.length > 0 || this.#needsApply;
   }
 
   /**
-   * Close the window if it has ended: one step up when it saw traffic and
-   * fewer triggers than the target's low bound. After an idle gap the
-   * skipped windows are not taken as a burst of steps.
+   * Report pending steps; close the round if it has ended: one step up when
+   * it was busy and saw no refusal. After an idle gap the next round opens at
+   * the next send.
    */
   advance(now: number, knobs: RampKnobs, steps: ScopeStep[]): void {
+    if (this.#needsApply) {
+      this.#needsApply = false;
+      this.#apply(knobs);
+    }
     if (this.#pending.length > 0) {
-      for (const s of this.#pending) steps.push(s);
+      for (const s of this.#pending) {
+        steps.push(Number.isNaN(s.concurrency) ? { ...s, concurrency: knobs.concurrency } : s);
+      }
       this.#pending = [];
     }
-    const window = this.limits.windowMs;
-    if (window === 0 || Number.isNaN(this.#windowStart) || now < this.#windowStart + window) return;
-    const triggers = this.#triggers;
-    const sends = this.#sends;
-    this.#triggers = 0;
-    this.#sends = 0;
-    const elapsed = Math.floor((now - this.#windowStart) / window);
-    this.#windowStart = elapsed > 1 ? Number.NaN : this.#windowStart + window;
-    if (sends === 0) return;
-    const [lo, hi] = this.config.backoffTarget;
-    if (triggers >= lo) {
-      if (triggers <= hi && triggers > 0) this.#quietSteps = 0;
-      return; // at or above the target: hold (backoff already cut on the triggers above it)
-    }
-    if (this.phase === "slow-start") {
-      if (triggers === 0) this.#knownGoodRate = (sends * 1000) / window;
-      steps.push(this.#slowStartStep(knobs));
+    if (this.limits.windowMs === 0 || Number.isNaN(this.#roundStart)) return;
+    if (now < this.#roundStart + this.#roundMs) return;
+    const sends = this.#roundSends;
+    const triggers = this.#roundTriggers;
+    const maxActive = this.#roundMaxActive;
+    const idle = now - (this.#roundStart + this.#roundMs) >= this.#roundMs;
+    if (idle) this.#roundStart = Number.NaN;
+    else this.#openRound(now);
+    if (triggers > 0 || sends === 0) return;
+    if (now - this.#lastCutAt >= this.limits.windowMs) this.#episodeStart = Number.NaN;
+    if (this.phase === "start") {
+      if (this.limits.mode === "rampup" && maxActive >= knobs.concurrency) {
+        steps.push(this.#slowStartStep(knobs));
+      }
       return;
     }
-    // Avoidance: only a window that used its pace says the pace is safe.
-    const allowed = (this.rate * window) / 1000;
-    if (sends < BUSY_SHARE * allowed) return;
-    const before = this.rate;
-    let add: number;
-    if (Number.isFinite(this.#lastMax) && before < this.#lastMax) {
-      // Back toward the rate of the last cut quickly, then slowly near it.
-      add = Math.max(this.#increment / 2, APPROACH_SHARE * (this.#lastMax - before));
-    } else {
-      // Beyond it: probe with increments that grow while windows stay quiet.
-      this.#quietSteps++;
-      add = this.#increment * this.#quietSteps;
+    this.#quietRound(now, knobs, steps, sends, maxActive);
+  }
+
+  #quietRound(
+    now: number,
+    knobs: RampKnobs,
+    steps: ScopeStep[],
+    sends: number,
+    maxActive: number,
+  ): void {
+    if (this.rate === Infinity) {
+      // Unpaced (a concurrency cap, or never cut): probe one more once per window.
+      const top = this.limits.mode === "rampup"
+        ? this.limits.maxConcurrency
+        : this.limits.maxConcurrency;
+      if (
+        this.#capLimit !== Infinity && maxActive >= knobs.concurrency &&
+        knobs.concurrency < top && this.#probeDue(now)
+      ) {
+        this.#capLimit++;
+        this.#minRefusedF = Infinity;
+        this.#apply(knobs);
+        steps.push({
+          kind: "rampup",
+          delayMs: knobs.delayMs,
+          concurrency: knobs.concurrency,
+          why: `quiet: probing concurrency ${this.#capLimit}`,
+        });
+      }
+      return;
     }
-    this.#setRate(before + add, knobs, false);
-    steps.push({
-      kind: "rampup",
-      delayMs: knobs.delayMs,
-      concurrency: knobs.concurrency,
-      why: `below target (${triggers} trigger${triggers === 1 ? "" : "s"} in window): rate ${
-        fmt(before)
-      }/s + ${fmt(add)} = ${fmt(this.rate)}/s`,
-    });
+    // Only a round that used its pace says the pace is safe.
+    const allowed = (this.rate * this.#roundMsUsed()) / 1000;
+    if (sends < 0.75 * allowed && maxActive < knobs.concurrency) return;
+    const before = this.rate;
+    this.#lastQuiet = before;
+    let next: number;
+    let why: string;
+    if (this.#hi !== Infinity && before < this.#hi * (1 - CONVERGED)) {
+      next = Math.min((before + this.#hi) / 2, this.#hi * (1 - CONVERGED / 2));
+      why = `quiet at ${fmt(before)}/s: halfway to ${fmt(this.#hi)}/s`;
+    } else if (this.#probeDue(now)) {
+      next = before * (1 + PROBE_STEP);
+      this.#hi = Infinity;
+      why = `quiet at ${fmt(before)}/s for a window: probing ${fmt(next)}/s`;
+    } else {
+      return;
+    }
+    this.rate = this.#clampRate(next);
+    if (this.rate === before) return;
+    this.#apply(knobs);
+    steps.push({ kind: "rampup", delayMs: knobs.delayMs, concurrency: knobs.concurrency, why });
+  }
+
+  #roundMsUsed(): number {
+    return this.#roundMs;
+  }
+
+  #probeDue(now: number): boolean {
+    const since = Math.max(this.#lastCutAt, Number.isNaN(this.#lastProbeAt) ? -Infinity : this.#lastProbeAt);
+    if (now - since < this.limits.windowMs) return false;
+    this.#lastProbeAt = now;
+    return true;
   }
 
   #slowStartStep(knobs: RampKnobs): ScopeStep {
@@ -294,7 +602,7 @@ export class RampupController {
       };
     }
     if (knobs.concurrency < this.limits.maxConcurrency) {
-      knobs.concurrency++;
+      knobs.concurrency = Math.min(this.limits.maxConcurrency, knobs.concurrency * 2);
       return {
         kind: "rampup",
         delayMs: knobs.delayMs,
@@ -309,29 +617,6 @@ export class RampupController {
       why: "at maximum",
     };
   }
-
-  #setRate(rate: number, knobs: RampKnobs, cut: boolean): void {
-    const l = this.limits;
-    const minRate = 1000 / l.maxDelayMs;
-    const maxRate = this.config.minDelayMs > 0 ? 1000 / this.config.minDelayMs : Infinity;
-    const r = Math.min(
-      maxRate,
-      Math.max(minRate, Number.isFinite(rate) && rate > 0 ? rate : minRate),
-    );
-    this.rate = r;
-    knobs.delayMs = r === Infinity ? 0 : 1000 / r;
-    if (Number.isNaN(this.#latencyMs)) {
-      if (cut) knobs.concurrency = Math.max(l.minConcurrency, Math.floor(knobs.concurrency / 2));
-      return;
-    }
-    // Little's law: enough in flight for the pace to bind, one spare.
-    const needed = Math.ceil((r * this.#latencyMs) / 1000) + 1;
-    knobs.concurrency = Math.min(l.maxConcurrency, Math.max(l.minConcurrency, needed));
-  }
-}
-
-function fmt(rate: number): string {
-  return rate === Infinity ? "unlimited" : String(Math.round(rate * 100) / 100);
 }
 
 /**

@@ -7,7 +7,7 @@
  * @module
  */
 import type { ResolvedRampup, ResolvedScopeConfig } from "./settings.ts";
-import { RampupController } from "./_rampup.ts";
+import { type RampLimits, RampupController } from "./_rampup.ts";
 import type {
   BackoffSignal,
   BaseDelayOptions,
@@ -49,6 +49,21 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   #active = 0;
   #nextSendAt = 0;
   #lastActivity = 0;
+  /** An adaptive scope grows from ADAPTIVE_START to its concurrency, one per admitted answer. */
+  #slowStart = false;
+  /** Whether any answer was admitted (not a trigger status): an adaptive scope's first trigger reads it. */
+  #admitted = false;
+  /** The most in flight at the send of an admitted request, before the controller exists. */
+  #admittedUpTo = 0;
+  #admits = 0;
+  #firstSentAt = Number.NaN;
+  /**
+   * Before an adaptive scope's first trigger: the last sends as pairs (time,
+   * in flight), so the trigger can tell a concurrency cap from a rate. Made
+   * only once two are in flight: a broad crawl's one-request scopes never
+   * have it.
+   */
+  #sends: number[] | undefined = undefined;
   /**
    * Backoff, holds, a floor, quota and rampup: created on first use, so a
    * scope that only ever sends and completes (most of a broad crawl's) costs
@@ -62,7 +77,18 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#random = options.random;
     this.#delayMs = options.config.delayMs;
     this.#concurrency = options.config.concurrency;
+    this.#startAdaptive(options.config);
     if (options.config.rampup !== undefined) this.enableRampup(options.config.rampup);
+  }
+
+  /**
+   * An adaptive scope starts at two in flight and adds one per admitted
+   * answer (TCP's slow start: doubling per round trip), so a site that
+   * refuses a burst sees a small one.
+   */
+  #startAdaptive(config: ResolvedScopeConfig): void {
+    this.#slowStart = config.adaptive && config.concurrency > ADAPTIVE_START;
+    if (this.#slowStart) this.#concurrency = ADAPTIVE_START;
   }
 
   /**
@@ -78,6 +104,12 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#nextSendAt = 0;
     this.#lastActivity = 0;
     this.#x = undefined;
+    this.#admitted = false;
+    this.#admittedUpTo = 0;
+    this.#admits = 0;
+    this.#firstSentAt = Number.NaN;
+    this.#sends = undefined;
+    this.#startAdaptive(config);
     if (config.rampup !== undefined) this.enableRampup(config.rampup);
   }
 
@@ -101,14 +133,29 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       x.ramp.config = rampup;
       return;
     }
-    x.ramp = new RampupController(rampup, {
+    x.ramp = new RampupController(rampup, this.#rampLimits("rampup", rampup.minDelayMs));
+    this.#slowStart = false;
+    this.#concurrency = c.minConcurrency;
+  }
+
+  #rampLimits(mode: "rampup" | "adaptive", minDelayMs: number): RampLimits {
+    const c = this.config;
+    return {
+      mode,
       minConcurrency: c.minConcurrency,
-      maxConcurrency: c.maxConcurrency,
+      maxConcurrency: mode === "rampup" ? c.maxConcurrency : c.concurrency,
+      minDelayMs,
       maxDelayMs: c.backoff.maxDelayMs,
       windowMs: c.backoff.windowMs,
       triggerCodes: c.backoff.httpCodes,
-    });
-    this.#concurrency = c.minConcurrency;
+      stepMinDelayMs: c.backoff.minDelayMs,
+      stepFactor: c.backoff.delayFactor,
+    };
+  }
+
+  /** Whether the scope learns its limit (rampup, or adaptive after a first trigger). */
+  get learning(): boolean {
+    return this.#x?.ramp !== undefined;
   }
 
   /** Whether any request sent so far gave an amount for this scope (quota scopes warn when none does). */
@@ -140,11 +187,22 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#active++;
     this.#lastActivity = now;
     const x = amount !== undefined ? this.#more() : this.#x;
-    x?.ramp?.onSent(now);
+    const ramp = x?.ramp;
+    ramp?.onSent(now, this.#active);
+    if (this.#firstSentAt !== this.#firstSentAt) this.#firstSentAt = now; // NaN: first send
+    if (ramp === undefined && this.config.adaptive && (this.#active >= 2 || this.#sends !== undefined)) {
+      const sends = this.#sends ??= [];
+      sends.push(now, this.#active);
+      if (sends.length > 2 * SENDS_KEPT) sends.splice(0, sends.length - 2 * SENDS_KEPT);
+    }
     const floor = x === undefined ? 0 : x.floorMs;
     const delay = this.#delayMs;
     if (delay > 0) {
-      const gap = this.#jittered(delay);
+      // A learned pace is the site's limit: jitter randomises the configured
+      // delay only and never shortens the learned gap (docs/DECISIONS.md).
+      const gap = ramp !== undefined && ramp.paced
+        ? Math.max(delay, x!.baseDelayMs > 0 ? this.#jittered(x!.baseDelayMs) : 0)
+        : this.#jittered(delay);
       this.#nextSendAt = now + (gap < floor ? floor : gap);
     } else if (floor > 0 || this.#nextSendAt > now) {
       this.#nextSendAt = now + floor;
@@ -167,6 +225,19 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   recordDone(now: number, result?: DoneInfo): void {
     if (this.#active > 0) this.#active--;
     this.#lastActivity = now;
+    if (
+      this.#x?.ramp === undefined && result !== undefined && result.status !== undefined &&
+      !this.config.backoff.httpCodes.includes(result.status)
+    ) {
+      this.#admitted = true;
+      this.#admits++;
+      const f = takeSend(this.#sends, now - result.latencyMs, false) ?? 1;
+      if (f > this.#admittedUpTo) this.#admittedUpTo = f;
+    }
+    if (this.#slowStart && this.#admitted && this.#x?.ramp === undefined && result?.status !== undefined &&
+      !this.config.backoff.httpCodes.includes(result.status)) {
+      if (++this.#concurrency >= this.config.concurrency) this.#slowStart = false;
+    }
     this.#x?.ramp?.onDone(now, result);
   }
 
@@ -177,15 +248,29 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     if (signal.holdMs !== undefined && signal.holdMs > 0) {
       const hold = signal.uncapped === true ? signal.holdMs : Math.min(signal.holdMs, b.maxDelayMs);
       if (now + hold > x.holdUntil) x.holdUntil = now + hold;
+      x.ramp?.onHold(now, now + hold);
+    }
+    if (x.ramp === undefined && x.level === 0 && this.config.adaptive && b.windowMs > 0) {
+      // An adaptive scope learns from its first trigger on (lib/_rampup.ts).
+      this.#slowStart = false;
+      x.ramp = new RampupController(
+        DEFAULT_RAMPUP,
+        this.#rampLimits("adaptive", Math.max(x.baseDelayMs, x.floorMs)),
+        { admittedUpTo: this.#admittedUpTo, admits: this.#admits, firstSentAt: this.#firstSentAt },
+      );
+      if (x.holdUntil > now) x.ramp.onHold(now, x.holdUntil);
     }
     if (x.ramp !== undefined && x.level === 0) {
-      // Rampup's cut of the achieved rate replaces the exponential step
-      // (lib/_rampup.ts); a tolerated trigger only holds.
+      // The controller's cut replaces the exponential step; a trigger it has
+      // answered for already only holds.
       const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
-      if (x.ramp.onTrigger(now, knobs, this.#active) !== undefined) {
+      const f = signal.sentAt === undefined ? undefined : takeSend(this.#sends, signal.sentAt, true);
+      this.#sends = undefined;
+      if (x.ramp.onTrigger(now, knobs, signal.sentAt, f ?? this.#active) !== undefined) {
         this.#delayMs = knobs.delayMs;
         this.#concurrency = knobs.concurrency;
-        const next = now + this.#jittered(this.#delayMs);
+        if (x.ramp.holdUntil > x.holdUntil) x.holdUntil = x.ramp.holdUntil;
+        const next = now + this.#delayMs;
         if (next > this.#nextSendAt) this.#nextSendAt = next;
       }
       return;
@@ -229,7 +314,8 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   }
 
   setConcurrency(concurrency: number): void {
-    this.#concurrency = Math.max(1, concurrency);
+    this.#slowStart = false;
+    this.#concurrency = Math.max(1, this.config.minConcurrency, concurrency);
   }
 
   isIdle(now: number, maxIdleMs: number): boolean {
@@ -345,3 +431,31 @@ function quotaWaitOf(x: ScopeExtra, now: number, amount: number, quota: number):
 }
 
 const NO_STEPS: readonly ScopeStep[] = [];
+
+/** Sends an adaptive scope remembers before its first trigger. */
+const SENDS_KEPT = 32;
+
+/**
+ * The in-flight count of a remembered send at `sentAt`, taken so it is not
+ * found twice. Of sends at one instant, a refusal takes the highest count
+ * (the later sends of a burst are the refused ones), an admit the lowest.
+ */
+function takeSend(sends: number[] | undefined, sentAt: number, highest: boolean): number | undefined {
+  if (sends === undefined) return undefined;
+  let best = -1;
+  for (let i = sends.length - 2; i >= 0; i -= 2) {
+    if (sends[i]! < sentAt) break;
+    if (sends[i] !== sentAt || sends[i + 1]! === 0) continue;
+    if (best < 0 || (highest ? sends[i + 1]! > sends[best + 1]! : sends[i + 1]! < sends[best + 1]!)) best = i;
+  }
+  if (best < 0) return undefined;
+  const f = sends[best + 1]!;
+  sends[best + 1] = 0;
+  return f;
+}
+
+/** Where an adaptive scope's concurrency starts (then +1 per admitted answer). */
+export const ADAPTIVE_START = 2;
+
+/** An adaptive scope's controller options: rampup's defaults (its target, no slow-start steps). */
+const DEFAULT_RAMPUP: ResolvedRampup = { backoffTarget: [1, 1], delayFactor: 0.5, minDelayMs: 0 };

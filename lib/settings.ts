@@ -80,6 +80,7 @@ const scopeConfigSchema = z.object({
   quota: z.number().finite().positive().optional(),
   windowMs: z.number().finite().positive().optional(),
   rampup: z.union([z.boolean(), rampupSchema]).optional(),
+  adaptive: z.boolean().optional(),
   backoff: backoffSchema.optional(),
   manager: z.custom<ScopeManagerFactory>((v) => typeof v === "function", {
     message: "expected a function (context) => ThrottlingScopeManagerProtocol",
@@ -125,6 +126,7 @@ export const settingsSchema = z.object({
   scopes: z.record(z.string().min(1), scopeConfigSchema).optional(),
   backoff: backoffSchema.optional(),
   rampup: rampupSchema.optional(),
+  adaptive: z.boolean().optional(),
   retry: retrySchema.optional(),
   autothrottle: autothrottleSchema.optional(),
   queue: queueSchema.optional(),
@@ -177,6 +179,11 @@ export interface ResolvedScopeConfig {
   readonly quota: number | undefined;
   readonly windowMs: number;
   readonly rampup: ResolvedRampup | undefined;
+  /**
+   * Learn the site's limit from refusals (lib/_rampup.ts) instead of
+   * exponential backoff steps: on by default for domain and IP scopes.
+   */
+  readonly adaptive: boolean;
   readonly backoff: ResolvedBackoff;
   readonly manager: ScopeManagerFactory | undefined;
   readonly ignoreRobotsTxt: boolean;
@@ -194,6 +201,7 @@ export interface ThrottlerSettings {
   readonly scopes: Readonly<Record<string, ThrottlingScopeConfig>>;
   readonly backoff: ResolvedBackoff;
   readonly rampup: ResolvedRampup;
+  readonly adaptive: boolean;
   readonly retry: {
     readonly enabled: boolean;
     readonly times: number;
@@ -250,6 +258,7 @@ export const DEFAULTS: ThrottlerSettings = {
     windowMs: 60_000,
   },
   rampup: { backoffTarget: [1, 1], delayFactor: 0.5, minDelayMs: 0 },
+  adaptive: true,
   retry: { enabled: true, times: 2, httpCodes: [500, 502, 503, 504, 522, 524, 408, 429] },
   autothrottle: { enabled: false, startDelayMs: 5_000, maxDelayMs: 60_000, targetConcurrency: 1 },
   queue: {
@@ -351,6 +360,7 @@ export function parseSettings(input: unknown = {}, what = "throttler"): Throttle
     scopes: (s.scopes ?? {}) as Record<string, ThrottlingScopeConfig>,
     backoff,
     rampup: resolveRampup(d.rampup, s.rampup),
+    adaptive: s.adaptive ?? d.adaptive,
     retry: {
       enabled: s.retry?.enabled ?? d.retry.enabled,
       times: s.retry?.times ?? d.retry.times,
@@ -470,6 +480,7 @@ export function resolveScopeConfig(
     quota: o.quota,
     windowMs: o.windowMs ?? settings.windowMs,
     rampup,
+    adaptive: o.adaptive ?? (settings.adaptive && kind !== "custom"),
     backoff: resolveBackoff(settings.backoff, o.backoff),
     manager: o.manager,
     ignoreRobotsTxt: o.ignoreRobotsTxt ?? false,

@@ -1,0 +1,374 @@
+/**
+ * The limiter zoo: the shapes of rate limit that real servers run
+ * (`../../docs/ZOO.md`), as pure models with time passed in. One
+ * {@linkcode ZooSiteSpec} says what a site hides (the limiter), how it
+ * refuses (429 or 503, with or without `Retry-After`) and what it announces
+ * (IETF `RateLimit`, the older `RateLimit-*`, GitHub-style `X-RateLimit-*`, or
+ * nothing). The same model answers in virtual time (`zoo_site.ts`) and over
+ * real loopback HTTP (`zoo_server.ts`), so a convergence test and a benchmark
+ * judge the client against the same server.
+ *
+ * These are the *servers'* limits: nothing here uses politely's throttling.
+ *
+ * @module
+ */
+import {
+  fixedWindowTake,
+  FIXED_WINDOW_UNUSED,
+  type FixedWindowState,
+  rateLimitFields,
+  retryAfterDate,
+  retryAfterSeconds,
+  tokenBucketStart,
+  type TokenBucketState,
+  tokenBucketTake,
+} from "../demo/_limiters.ts";
+
+/** What a site limits. */
+export type LimiterSpec =
+  /** `ratePerSec` sustained, `burst` at once (a burst of 1 is a GCRA: strict spacing). */
+  | { readonly shape: "token-bucket"; readonly ratePerSec: number; readonly burst: number }
+  /** `quota` requests per `windowMs`, windows back to back from the first request. */
+  | { readonly shape: "fixed-window"; readonly quota: number; readonly windowMs: number }
+  /** At most `quota` requests in any span of `windowMs` (a sliding log). */
+  | { readonly shape: "sliding-window"; readonly quota: number; readonly windowMs: number }
+  /** At most `maxConcurrency` requests served at once. */
+  | { readonly shape: "concurrency"; readonly maxConcurrency: number }
+  /**
+   * A shared backend: `workers` serve one request each for the site's latency,
+   * requests beyond them queue (their latency grows), and a request that
+   * finds `maxQueue` already waiting is shed (503). Its capacity is
+   * `workers / latency`.
+   */
+  | { readonly shape: "load-shed"; readonly workers: number; readonly maxQueue: number }
+  /** No limit. */
+  | { readonly shape: "none" };
+
+/** Which rate-limit fields a site sends with every answer. */
+export type Announce = "none" | "ietf" | "legacy" | "x-epoch" | "x-delta";
+
+/** A simulated site: what it hides and how it talks. */
+export interface ZooSiteSpec {
+  /** A short name for tables. */
+  readonly name: string;
+  readonly limiter: LimiterSpec;
+  /** Time from arrival to the answer of an admitted request (queueing of `load-shed` comes on top). */
+  readonly latencyMs: number;
+  /** Time from arrival to a refusal. @default latencyMs */
+  readonly rejectLatencyMs?: number;
+  /** The status of a refusal. @default 429 */
+  readonly status?: 429 | 503;
+  /** `Retry-After` on a refusal: none, delta-seconds, or an HTTP-date (with a `Date` header). @default "none" */
+  readonly retryAfter?: "none" | "seconds" | "date";
+  /** Rate-limit fields on every answer (window shapes and token buckets only). @default "none" */
+  readonly announce?: Announce;
+}
+
+/** Epoch ms of the sites' clock at scheduler time 0 (2026-01-01), so epoch resets look real. */
+export const ZOO_EPOCH_MS = 1_767_225_600_000;
+
+/** What a limiter says to one arrival. */
+export interface ZooDecision {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  /** Time from arrival to the answer. */
+  readonly latencyMs: number;
+  /** Call when the answer has gone (or the client gave up), for limiters that count requests in flight. */
+  readonly release: (() => void) | undefined;
+}
+
+/** One site's limiter with its state. */
+export interface ZooLimiter {
+  /** One arrival at scheduler time `now`. */
+  arrive(now: number): ZooDecision;
+}
+
+interface Verdict {
+  readonly allowed: boolean;
+  /** When a refused client could next be admitted. */
+  readonly waitMs: number;
+  /** For the announced fields. */
+  readonly quota?: number;
+  readonly windowMs?: number;
+  readonly remaining?: number;
+  readonly resetInMs?: number;
+  /** Extra latency (queueing). */
+  readonly queueMs?: number;
+  readonly release?: () => void;
+}
+
+function invalid(name: string, expected: string, value: unknown): RangeError {
+  return new RangeError(
+    `Cannot create zoo site as '${name}' must be ${expected}: current value is ${String(value)}`,
+  );
+}
+
+function positive(name: string, value: number): void {
+  if (!(value > 0) || !Number.isFinite(value)) throw invalid(name, "a finite number > 0", value);
+}
+
+function count(name: string, value: number): void {
+  if (!Number.isInteger(value) || value < 1) throw invalid(name, "an integer >= 1", value);
+}
+
+/**
+ * Checks a spec, naming the first field that is wrong.
+ *
+ * @throws {RangeError} naming the field.
+ */
+export function validateZooSpec(spec: ZooSiteSpec): void {
+  const l = spec.limiter;
+  if (!(spec.latencyMs >= 0) || !Number.isFinite(spec.latencyMs)) {
+    throw invalid("latencyMs", "a finite number >= 0", spec.latencyMs);
+  }
+  switch (l.shape) {
+    case "token-bucket":
+      positive("limiter.ratePerSec", l.ratePerSec);
+      if (!(l.burst >= 1) || !Number.isFinite(l.burst)) {
+        throw invalid("limiter.burst", "a finite number >= 1", l.burst);
+      }
+      return;
+    case "fixed-window":
+    case "sliding-window":
+      count("limiter.quota", l.quota);
+      positive("limiter.windowMs", l.windowMs);
+      return;
+    case "concurrency":
+      count("limiter.maxConcurrency", l.maxConcurrency);
+      return;
+    case "load-shed":
+      count("limiter.workers", l.workers);
+      if (!Number.isInteger(l.maxQueue) || l.maxQueue < 0) {
+        throw invalid("limiter.maxQueue", "an integer >= 0", l.maxQueue);
+      }
+      return;
+    case "none":
+      return;
+    default:
+      throw invalid("limiter.shape", "a known shape", (l as { shape: unknown }).shape);
+  }
+}
+
+/** The limiter's verdict function and its private state. */
+function verdictOf(spec: ZooSiteSpec): (now: number) => Verdict {
+  const l = spec.limiter;
+  switch (l.shape) {
+    case "token-bucket": {
+      let state: TokenBucketState | undefined;
+      const windowMs = (l.burst * 1000) / l.ratePerSec;
+      return (now) => {
+        const d = tokenBucketTake(l, state ?? tokenBucketStart(l, now), now);
+        state = d.state;
+        return {
+          allowed: d.allowed,
+          waitMs: d.nextTokenInMs,
+          quota: l.burst,
+          windowMs,
+          remaining: d.remaining,
+          resetInMs: d.fullInMs,
+        };
+      };
+    }
+    case "fixed-window": {
+      let state: FixedWindowState = FIXED_WINDOW_UNUSED;
+      return (now) => {
+        const d = fixedWindowTake(l, state, now);
+        state = d.state;
+        return {
+          allowed: d.allowed,
+          waitMs: d.allowed ? 0 : d.resetInMs,
+          quota: l.quota,
+          windowMs: l.windowMs,
+          remaining: d.remaining,
+          resetInMs: d.resetInMs,
+        };
+      };
+    }
+    case "sliding-window": {
+      const log: number[] = [];
+      return (now) => {
+        while (log.length > 0 && log[0]! <= now - l.windowMs) log.shift();
+        const allowed = log.length < l.quota;
+        if (allowed) log.push(now);
+        const oldest = log[0];
+        const resetInMs = oldest === undefined ? 0 : oldest + l.windowMs - now;
+        return {
+          allowed,
+          waitMs: allowed ? 0 : resetInMs,
+          quota: l.quota,
+          windowMs: l.windowMs,
+          remaining: l.quota - log.length,
+          resetInMs,
+        };
+      };
+    }
+    case "concurrency": {
+      let inFlight = 0;
+      const release = () => {
+        inFlight = Math.max(0, inFlight - 1);
+      };
+      return () => {
+        if (inFlight >= l.maxConcurrency) {
+          return { allowed: false, waitMs: Math.max(1000, spec.latencyMs) };
+        }
+        inFlight++;
+        return { allowed: true, waitMs: 0, release };
+      };
+    }
+    case "load-shed": {
+      // When each worker is next free; a request starts on the earliest one.
+      const freeAt: number[] = Array.from({ length: l.workers }, () => 0);
+      const starts: number[] = [];
+      return (now) => {
+        while (starts.length > 0 && starts[0]! <= now) starts.shift();
+        if (starts.length >= l.maxQueue && Math.min(...freeAt) > now) {
+          return { allowed: false, waitMs: Math.min(...freeAt) - now };
+        }
+        let i = 0;
+        for (let k = 1; k < freeAt.length; k++) if (freeAt[k]! < freeAt[i]!) i = k;
+        const start = Math.max(now, freeAt[i]!);
+        freeAt[i] = start + spec.latencyMs;
+        if (start > now) {
+          // Kept sorted: starts only grow for a FIFO queue.
+          starts.push(start);
+        }
+        return { allowed: true, waitMs: 0, queueMs: start - now };
+      };
+    }
+    case "none":
+      return () => ({ allowed: true, waitMs: 0 });
+  }
+}
+
+function announced(spec: ZooSiteSpec, v: Verdict, now: number): Record<string, string> {
+  const a = spec.announce ?? "none";
+  if (a === "none" || v.quota === undefined || v.windowMs === undefined) return {};
+  const remaining = v.remaining ?? 0;
+  const resetInMs = v.resetInMs ?? 0;
+  const resetS = Math.max(0, Math.ceil(resetInMs / 1000 - 1e-9));
+  switch (a) {
+    case "ietf":
+      return rateLimitFields(v.quota, v.windowMs, remaining, resetInMs);
+    case "legacy":
+      return {
+        "ratelimit-limit": String(v.quota),
+        "ratelimit-remaining": String(remaining),
+        "ratelimit-reset": String(resetS),
+      };
+    case "x-epoch":
+      return {
+        "x-ratelimit-limit": String(v.quota),
+        "x-ratelimit-remaining": String(remaining),
+        "x-ratelimit-reset": String(Math.ceil((ZOO_EPOCH_MS + now + resetInMs) / 1000)),
+      };
+    case "x-delta":
+      return {
+        "x-ratelimit-limit": String(v.quota),
+        "x-ratelimit-remaining": String(remaining),
+        "x-ratelimit-reset": String(resetS),
+      };
+  }
+}
+
+/**
+ * A fresh limiter for `spec`, at rest.
+ *
+ * @param spec The site.
+ * @returns Its limiter.
+ * @throws {RangeError} When the spec is out of range, naming the field.
+ * @example Five at once against a burst of 3
+ * ```ts
+ * import { createZooLimiter } from "./zoo.ts";
+ * const l = createZooLimiter({
+ *   name: "b",
+ *   limiter: { shape: "token-bucket", ratePerSec: 10, burst: 3 },
+ *   latencyMs: 50,
+ * });
+ * const statuses = [0, 0, 0, 0, 0].map((t) => l.arrive(t).status);
+ * console.assert(statuses.join() === "200,200,200,429,429");
+ * ```
+ */
+export function createZooLimiter(spec: ZooSiteSpec): ZooLimiter {
+  validateZooSpec(spec);
+  const verdict = verdictOf(spec);
+  const status = spec.status ?? 429;
+  const retryAfter = spec.retryAfter ?? "none";
+  const rejectLatencyMs = spec.rejectLatencyMs ?? spec.latencyMs;
+  return {
+    arrive(now) {
+      const v = verdict(now);
+      const headers = announced(spec, v, now);
+      if (retryAfter === "date") {
+        headers["date"] = new Date(ZOO_EPOCH_MS + now).toUTCString();
+      }
+      if (v.allowed) {
+        return {
+          status: 200,
+          headers,
+          latencyMs: spec.latencyMs + (v.queueMs ?? 0),
+          release: v.release,
+        };
+      }
+      if (retryAfter === "seconds") headers["retry-after"] = retryAfterSeconds(v.waitMs);
+      if (retryAfter === "date") {
+        headers["retry-after"] = retryAfterDate(ZOO_EPOCH_MS + now, v.waitMs);
+      }
+      return { status, headers, latencyMs: rejectLatencyMs, release: undefined };
+    },
+  };
+}
+
+/**
+ * The shortest time a perfect client needs for `pages` admitted requests
+ * (from its first send to its last answer), when it knows the limit: the
+ * yardstick of efficiency (ideal time / measured time).
+ *
+ * @param spec The site.
+ * @param pages Requests to get admitted.
+ * @param maxConcurrency The client's own cap on requests in flight.
+ * @returns The ideal time in ms.
+ */
+export function idealMs(spec: ZooSiteSpec, pages: number, maxConcurrency = 16): number {
+  const l = spec.limiter;
+  const L = spec.latencyMs;
+  // The client's own cap: at most maxConcurrency per latency.
+  const clientBound = Math.ceil(pages / maxConcurrency) * L;
+  let limit: number;
+  switch (l.shape) {
+    case "token-bucket":
+      limit = (Math.max(0, pages - l.burst) * 1000) / l.ratePerSec + L;
+      break;
+    case "fixed-window":
+    case "sliding-window":
+      limit = (Math.ceil(pages / l.quota) - 1) * l.windowMs + L;
+      break;
+    case "concurrency":
+      limit = Math.ceil(pages / Math.min(l.maxConcurrency, maxConcurrency)) * L;
+      break;
+    case "load-shed":
+      limit = Math.ceil(pages / Math.min(l.workers, maxConcurrency)) * L;
+      break;
+    case "none":
+      limit = 0;
+      break;
+  }
+  return Math.max(limit, clientBound);
+}
+
+/** The limit in words, for tables ("10/s burst 3", "20 per 2 s", "3 at once"). */
+export function describeLimiter(l: LimiterSpec): string {
+  switch (l.shape) {
+    case "token-bucket":
+      return l.burst === 1 ? `${l.ratePerSec}/s, no burst` : `${l.ratePerSec}/s burst ${l.burst}`;
+    case "fixed-window":
+      return `${l.quota} per ${l.windowMs / 1000} s (fixed)`;
+    case "sliding-window":
+      return `${l.quota} per ${l.windowMs / 1000} s (sliding)`;
+    case "concurrency":
+      return `${l.maxConcurrency} at once`;
+    case "load-shed":
+      return `${l.workers} workers, queue ${l.maxQueue}`;
+    case "none":
+      return "none";
+  }
+}
