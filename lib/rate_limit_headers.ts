@@ -944,6 +944,18 @@ function legacyWindowMs(value: string | undefined): number | undefined {
   return m === null ? undefined : Number(m[1]) * 1000;
 }
 
+/**
+ * An epoch `X-RateLimit-Reset` up to a minute in the past reads as 0: the
+ * window reset while the answer travelled, or the clocks differ a little.
+ * It still tells that the quota was spent, not when to come back.
+ */
+function justPassed(value: string, nowEpochMs: number): number | undefined {
+  const n = parseNonNegative(value);
+  if (n === undefined || n <= EPOCH_SECONDS_THRESHOLD) return undefined;
+  const at = n > EPOCH_MS_THRESHOLD ? n : n * 1000;
+  return at < nowEpochMs && nowEpochMs - at <= 60_000 ? 0 : undefined;
+}
+
 const nonEmpty = <T>(list: T[]): T[] | undefined => list.length === 0 ? undefined : list;
 
 /**
@@ -1017,7 +1029,10 @@ export function announcedBudget(
   let windowMs = policy?.windowMs ?? legacyWindowMs(legacyLimit);
   let resetInMs = binding?.resetMs ??
     read("ratelimit-reset", parseRateLimitReset) ??
-    read("x-ratelimit-reset", (v) => parseXRateLimitReset(v, nowEpochMs)) ??
+    read(
+      "x-ratelimit-reset",
+      (v) => parseXRateLimitReset(v, nowEpochMs) ?? justPassed(v, nowEpochMs),
+    ) ??
     read("x-ratelimit-reset-after", parseRateLimitReset);
   if (!seen && binding === undefined && policies.length === 0) return undefined;
 

@@ -121,8 +121,9 @@ export function defaultResponseBackoff(
     serverNow = serverClock(headers, nowEpochMs);
     announced = announcedBudget(headers, serverNow);
   }
+  // A reset of 0 (one that just passed) still says the quota was spent.
   const spent = announced !== undefined && announced.remaining === 0 &&
-    announced.resetInMs !== undefined && announced.resetInMs > 0;
+    announced.resetInMs !== undefined;
   for (const scope of outcome.scopes) {
     const config = scopeConfigOf(throttler, scope);
     let trigger = false;

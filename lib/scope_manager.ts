@@ -252,18 +252,28 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#lastActivity = now;
     if (hasLimit) {
       a.limit = limit;
-      if (hasWindow) a.windowMs = windowMs;
+      if (hasWindow) {
+        a.windowMs = windowMs;
+        a.windowSaid = true;
+      }
     }
     if (!hasRemaining || !hasReset) return;
+    if (hasLimit && !a.windowSaid && !(resetInMs <= a.windowMs)) {
+      // No window said: a fixed window's first answer announces nearly all of
+      // it (less the latency), so the longest reset seen, in whole seconds as
+      // windows are, stands for it.
+      a.windowMs = Math.ceil(resetInMs / 1_000) * 1_000;
+    }
+    const resetAt = a.sameReset(now, now + resetInMs, remaining);
     if (remaining < 1) {
-      const hold = Math.min(resetInMs, this.config.backoff.maxDelayMs);
+      const hold = Math.min(resetAt - now, this.config.backoff.maxDelayMs);
       if (now + hold > x.holdUntil) x.holdUntil = now + hold;
       a.start(now, now + hold, 0);
     } else {
       // The announcing request is counted by the server; the others still in
       // flight may not be yet, so they count as spent.
       const others = this.#active > 0 ? this.#active - 1 : 0;
-      a.start(now, now + resetInMs, Math.floor(remaining) - others);
+      a.start(now, resetAt, Math.floor(remaining) - others);
     }
   }
 
@@ -405,6 +415,27 @@ class AnnouncedWindow {
   left = 0;
   gapMs = 0;
   lastSentAt = -Infinity;
+  /** The remaining count last announced (Infinity: a new window began). */
+  lastRemaining = Infinity;
+  /** Whether `windowMs` was announced (a policy's `w`) rather than inferred from resets. */
+  windowSaid = false;
+
+  /**
+   * The reset to believe for an announcement of `resetAt` with `remaining`
+   * left: the one in force when both tell the same reset. Servers round
+   * resets up to whole seconds and count from when the request arrived, so
+   * each announcement is a bound late by up to a second plus the latency; of
+   * two bounds of one reset the earlier is the tighter. Two announcements
+   * tell the same reset when they are less than a second (or a window)
+   * apart and the budget did not grow in between (a new window's does).
+   */
+  sameReset(now: number, resetAt: number, remaining: number): number {
+    const current = this.resetAt;
+    const same = now < current && resetAt >= current && remaining <= this.lastRemaining &&
+      resetAt - current < (this.windowMs < 1_000 ? this.windowMs : 1_000);
+    this.lastRemaining = remaining;
+    return same ? current : resetAt;
+  }
 
   /** A budget of `left` requests until `resetAt`, spread over the time left. */
   start(now: number, resetAt: number, left: number): void {
@@ -426,6 +457,7 @@ class AnnouncedWindow {
       const windows = Math.floor((now - this.resetAt) / w) + 1;
       this.resetAt += windows * w;
       this.left = limit;
+      this.lastRemaining = Infinity;
       this.gapMs = w / limit;
     } else {
       this.resetAt = Number.NaN;

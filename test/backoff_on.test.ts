@@ -351,9 +351,9 @@ describe("backoff events, scope$ and debug lines", () => {
 describe("backoffOn() and announced budgets (rate-limit headers on any response)", () => {
   const BASE = Date.UTC(2025, 0, 1, 12, 0, 0);
   // [family, headers saying "none left, resets in 5 s", sends of a.test]: one request at a time,
-  // the first answered at 10 with these headers, the rest 200 without headers. A family that
-  // gives a window paces the next window (10 per 5 s: 500 ms apart); the others are free after
-  // the reset.
+  // the first answered at 10 with these headers, the rest 200 without headers. A limit with a
+  // window (said, or inferred from the reset when only the limit is said) paces the next
+  // window (10 per 5 s: 500 ms apart); without a limit the scope is free after the reset.
   const families: [string, (now: number) => Record<string, string>, number[]][] = [
     [
       "IETF RateLimit / RateLimit-Policy",
@@ -363,12 +363,12 @@ describe("backoffOn() and announced budgets (rate-limit headers on any response)
     [
       "RateLimit-Limit/Remaining/Reset",
       () => ({ "ratelimit-limit": "10", "ratelimit-remaining": "0", "ratelimit-reset": "5" }),
-      [0, 5_010, 5_020],
+      [0, 5_010, 5_510],
     ],
     [
       "X-RateLimit-* with a delta reset",
       () => ({ "x-ratelimit-limit": "10", "x-ratelimit-remaining": "0", "x-ratelimit-reset": "5" }),
-      [0, 5_010, 5_020],
+      [0, 5_010, 5_510],
     ],
     [
       "X-RateLimit-* with an epoch reset",
@@ -377,7 +377,7 @@ describe("backoffOn() and announced budgets (rate-limit headers on any response)
         "x-ratelimit-remaining": "0",
         "x-ratelimit-reset": String((BASE + now + 6_000) / 1000), // an instant, not a delay
       }),
-      [0, 6_000, 6_010],
+      [0, 6_000, 6_600], // reset 5990 ms after the answer: a window of 6 s
     ],
     [
       "X-RateLimit-Reset-After",
@@ -448,20 +448,12 @@ describe("backoffOn() and announced budgets (rate-limit headers on any response)
     expect(p.outcomes.map((o) => (o.kind === "response" ? o.response.status : 0))).toEqual(
       Array(8).fill(200),
     );
-    // Each answer spreads what is left over the time to its reset (whole seconds, rounded up):
-    // at 10 (3 left in 2 s) the first goes at once, the scope having sent nothing paced yet;
-    // at 20 (2 left in 2 s) one a second; in the next window, 3 left in 2 s from the send at
-    // 2010, then 2 in 2 s. Never a fifth request in a window.
-    expect(timesOf(p.sends, "a.test").map(Math.round)).toEqual([
-      0,
-      10,
-      1_010,
-      2_010,
-      2_677,
-      3_677,
-      4_677,
-      5_343,
-    ]);
+    // Each answer spreads what is left over the time to its reset, never faster than the
+    // limit over its window (4 per 2 s, the window inferred from the first reset): the first
+    // goes at once (nothing paced sent yet), then 500 ms apart; the fourth answer (none left)
+    // holds the scope until the earliest bound of the reset (2010), and the next window is
+    // paced alike. Never a fifth request in a window.
+    expect(timesOf(p.sends, "a.test")).toEqual([0, 10, 510, 1_010, 2_010, 2_510, 3_010, 3_510]);
   });
 
   it("backoffOn() shows a learned quota in the scope's state, and a configured one wins", () => {

@@ -629,9 +629,14 @@ describe("announcedBudget()", () => {
       { remaining: 1, resetInMs: 1_500 },
     ],
     [
-      "an epoch reset in the past is ignored",
+      "an epoch reset that just passed as 0 (it still says the quota was spent)",
       { "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(-30) },
-      { remaining: 0, ignored: [`x-ratelimit-reset: "${epoch(-30)}"`] },
+      { remaining: 0, resetInMs: 0 },
+    ],
+    [
+      "an epoch reset long past is ignored",
+      { "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(-3600) },
+      { remaining: 0, ignored: [`x-ratelimit-reset: "${epoch(-3600)}"`] },
     ],
     [
       "negative and garbage values are ignored",

@@ -506,12 +506,27 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     expect(m.state(2_900).quota).toEqual({ limit: 5, used: 5, resetsAt: 3_000 });
   });
 
-  it("ThrottlingScopeManager.recordAnnounced(): without a window the scope is free again after the reset", () => {
+  it("ThrottlingScopeManager.recordAnnounced(): without a limit the scope is free again after the reset", () => {
     const m = manager({ delayMs: 0, concurrency: 16 });
-    m.recordAnnounced(0, { limit: 5, remaining: 2, resetInMs: 1_000 });
+    m.recordAnnounced(0, { remaining: 2, resetInMs: 1_000 });
     expect(m.state(0).quota).toBeUndefined();
     expect(sendGreedily(m, 0, 1_000)).toEqual([0, 500]);
     expect(sendGreedily(m, 1_000, 1_001)).toHaveLength(1000); // no budget in force: no wait at all
+  });
+
+  it("ThrottlingScopeManager.recordAnnounced(): a limit without a window takes the longest reset, in whole seconds, as its window", () => {
+    const m = manager({ delayMs: 0, concurrency: 16 });
+    // [now, remaining, reset, learned quota after]
+    const table: [number, number, number, unknown][] = [
+      [0, 4, 1_200, { limit: 5, used: 1, resetsAt: 1_200 }], // a window of 2 s
+      [100, 3, 1_100, { limit: 5, used: 2, resetsAt: 1_200 }], // the same reset, told later
+      [1_300, 4, 700, { limit: 5, used: 1, resetsAt: 2_000 }], // a shorter one: still 2 s
+      [2_100, 4, 2_950, { limit: 5, used: 1, resetsAt: 5_050 }], // longer: 3 s
+    ];
+    for (const [now, remaining, resetInMs, quota] of table) {
+      m.recordAnnounced(now, { limit: 5, remaining, resetInMs });
+      expect({ now, quota: m.state(now).quota }).toEqual({ now, quota });
+    }
   });
 
   it("ThrottlingScopeManager.recordAnnounced(): a configured quota wins over an announced one", () => {
