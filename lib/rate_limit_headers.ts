@@ -972,7 +972,9 @@ const nonEmpty = <T>(list: T[]): T[] | undefined => list.length === 0 ? undefine
  * limit or window of 0) is left out and named in `ignored`. Never throws.
  *
  * @param headers The response headers.
- * @param nowEpochMs The server's current time, epoch ms (for epoch resets).
+ * @param nowEpochMs The current wall-clock time, epoch ms, for epoch resets;
+ *   the response's own `Date` header is preferred when it has one, so a
+ *   skewed local clock does not lengthen or shorten the reset.
  * @returns What was announced, or `undefined` when no rate-limit header is present.
  * @example A GitHub-style answer
  * ```ts
@@ -1005,6 +1007,14 @@ export function announcedBudget(
     return parsed;
   };
   const drop = (why: string) => (ignored ??= []).push(why);
+  let clock: number | undefined;
+  const serverNow = () => {
+    if (clock === undefined) {
+      const date = headerValue(headers, "date");
+      clock = (date === undefined ? undefined : parseHttpDate(date, nowEpochMs)) ?? nowEpochMs;
+    }
+    return clock;
+  };
 
   const policies = read("ratelimit-policy", (v) => nonEmpty(parseRateLimitPolicy(v))) ?? [];
   let binding: RateLimitEntry | undefined;
@@ -1031,7 +1041,7 @@ export function announcedBudget(
     read("ratelimit-reset", parseRateLimitReset) ??
     read(
       "x-ratelimit-reset",
-      (v) => parseXRateLimitReset(v, nowEpochMs) ?? justPassed(v, nowEpochMs),
+      (v) => parseXRateLimitReset(v, serverNow()) ?? justPassed(v, serverNow()),
     ) ??
     read("x-ratelimit-reset-after", parseRateLimitReset);
   if (!seen && binding === undefined && policies.length === 0) return undefined;

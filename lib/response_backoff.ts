@@ -116,11 +116,7 @@ export function defaultResponseBackoff(
   let serverNow: number | undefined;
   let quota: QuotaRemaining | undefined | null = null;
   // The same for every scope of the outcome: read once.
-  let announced: AnnouncedReading | undefined;
-  if (headers !== undefined) {
-    serverNow = serverClock(headers, nowEpochMs);
-    announced = announcedBudget(headers, serverNow);
-  }
+  const announced = headers === undefined ? undefined : announcedBudget(headers, nowEpochMs);
   // A reset of 0 (one that just passed) still says the quota was spent.
   const spent = announced !== undefined && announced.remaining === 0 &&
     announced.resetInMs !== undefined;
@@ -137,7 +133,8 @@ export function defaultResponseBackoff(
     }
     let entry: ScopeBackoff = cause === undefined ? { trigger } : { trigger, cause };
     if (trigger && headers !== undefined) {
-      const hold = serverDelayMs(headers, serverNow!);
+      serverNow ??= serverClock(headers, nowEpochMs);
+      const hold = serverDelayMs(headers, serverNow);
       if (hold !== undefined && hold.delayMs > 0) {
         entry = { ...entry, holdMs: hold.delayMs, holdSource: hold.source };
       }

@@ -619,6 +619,15 @@ describe("announcedBudget()", () => {
       { limit: 60, remaining: 0, resetInMs: 30_000 },
     ],
     [
+      "an epoch reset against the response's own Date (a local clock 10 s behind)",
+      {
+        Date: new Date(NOW + 10_000).toUTCString(),
+        "X-RateLimit-Remaining": "0",
+        "X-RateLimit-Reset": epoch(40),
+      },
+      { remaining: 0, resetInMs: 30_000 },
+    ],
+    [
       "X-RateLimit-* with a delta reset",
       { "x-ratelimit-limit": "10", "x-ratelimit-remaining": "4", "x-ratelimit-reset": "2" },
       { limit: 10, remaining: 4, resetInMs: 2_000 },
