@@ -64,6 +64,22 @@ export type ThrottleEvent =
     readonly source: "retry-after" | "ratelimit" | "delay-scope" | "robots";
   }
   | {
+    /** A response announced the server's budget in rate-limit headers. */
+    readonly type: "announced";
+    readonly at: number;
+    readonly scope: string;
+    /** Requests per window, when said. */
+    readonly limit: number | undefined;
+    /** The window of `limit`, ms, when said. */
+    readonly windowMs: number | undefined;
+    /** Requests left before the reset, when said. */
+    readonly remaining: number | undefined;
+    /** Scheduler time of the reset, when said. */
+    readonly resetAt: number | undefined;
+    /** Values present but not believed (garbage, negative, past, over a day), when any. */
+    readonly ignored: readonly string[] | undefined;
+  }
+  | {
     readonly type: "rampup";
     readonly at: number;
     readonly scope: string;

@@ -17,6 +17,7 @@
  *
  * @module
  */
+import type { AnnouncedBudget } from "./scope_manager_protocol.ts";
 
 /**
  * Response headers as politely reads them: a WHATWG `Headers`, or a plain
@@ -897,4 +898,174 @@ export function quotaRemaining(
       singletonMembers(xReset).map((m) => parseOneXReset(m, nowEpochMs)),
     ));
   return quota(remaining, limit, resetMs, policy?.windowMs, policy?.policy);
+}
+
+// ---------------------------------------------------------------------------
+// An announced budget, on any response
+
+/**
+ * The longest reset or window believed, ms (a day). A server that says its
+ * quota resets in a month, or a value misread as one, would otherwise stop a
+ * scope for that long.
+ */
+export const MAX_ANNOUNCED_MS = 86_400_000;
+
+/** What {@linkcode announcedBudget} read, and what it did not believe. */
+export interface AnnouncedReading extends AnnouncedBudget {
+  /** The policy the numbers belong to, when named. */
+  readonly policy?: string;
+  /**
+   * Rate-limit values that were present but not believed (unreadable,
+   * negative, in the past, over a day), one line each, for a debug event.
+   */
+  readonly ignored?: readonly string[];
+}
+
+/**
+ * Whether any header could announce a budget: one pass over a plain record's
+ * names (a `Headers` is always read), so responses without rate-limit headers
+ * cost no parsing.
+ */
+function mayAnnounce(headers: HeadersLike): boolean {
+  if (typeof (headers as { get?: unknown }).get === "function") return true;
+  for (const key in headers) {
+    const c = key.charCodeAt(0) | 32;
+    if (c !== 114 /* r */ && c !== 120 /* x */) continue;
+    const k = key.toLowerCase();
+    if (k.startsWith("ratelimit") || k.startsWith("x-ratelimit")) return true;
+  }
+  return false;
+}
+
+/** The `w` parameter of a draft-polli `RateLimit-Limit` member (`10, 10;w=1`), ms. */
+function legacyWindowMs(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const m = /;[ \t]*w=(\d+)(?:[ \t]*(?:;|,|$))/.exec(value);
+  return m === null ? undefined : Number(m[1]) * 1000;
+}
+
+/**
+ * An epoch `X-RateLimit-Reset` up to a minute in the past reads as 0: the
+ * window reset while the answer travelled, or the clocks differ a little.
+ * It still tells that the quota was spent, not when to come back.
+ */
+function justPassed(value: string, nowEpochMs: number): number | undefined {
+  const n = parseNonNegative(value);
+  if (n === undefined || n <= EPOCH_SECONDS_THRESHOLD) return undefined;
+  const at = n > EPOCH_MS_THRESHOLD ? n : n * 1000;
+  return at < nowEpochMs && nowEpochMs - at <= 60_000 ? 0 : undefined;
+}
+
+const nonEmpty = <T>(list: T[]): T[] | undefined => list.length === 0 ? undefined : list;
+
+/**
+ * What a response announces about the server's budget, from any of the
+ * header families servers use: the IETF `RateLimit` field (the policy with
+ * the fewest units left binds) with its `RateLimit-Policy` item (quota `q`,
+ * window `w`); else `RateLimit-Remaining` / `X-RateLimit-Remaining` with
+ * `RateLimit-Limit` / `X-RateLimit-Limit` and `RateLimit-Reset` /
+ * `X-RateLimit-Reset` (delta-seconds or an epoch time, told apart as in
+ * {@linkcode parseXRateLimitReset}) / `X-RateLimit-Reset-After`.
+ *
+ * A field that is present but cannot be believed (unreadable, negative, an
+ * epoch in the past, a reset or window over {@linkcode MAX_ANNOUNCED_MS}, a
+ * limit or window of 0) is left out and named in `ignored`. Never throws.
+ *
+ * @param headers The response headers.
+ * @param nowEpochMs The current wall-clock time, epoch ms, for epoch resets;
+ *   the response's own `Date` header is preferred when it has one, so a
+ *   skewed local clock does not lengthen or shorten the reset.
+ * @returns What was announced, or `undefined` when no rate-limit header is present.
+ * @example A GitHub-style answer
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { announcedBudget } from "./rate_limit_headers.ts";
+ * const now = 1_700_000_000_000;
+ * const a = announcedBudget({
+ *   "X-RateLimit-Limit": "60",
+ *   "X-RateLimit-Remaining": "0",
+ *   "X-RateLimit-Reset": "1700000030",
+ * }, now);
+ * assert(a?.limit === 60 && a.remaining === 0 && a.resetInMs === 30_000);
+ * ```
+ */
+export function announcedBudget(
+  headers: HeadersLike | null | undefined,
+  nowEpochMs: number,
+): AnnouncedReading | undefined {
+  if (typeof headers !== "object" || headers === null || !mayAnnounce(headers)) return undefined;
+  let ignored: string[] | undefined;
+  let seen = false;
+  const read = <T>(name: string, parse: (value: string) => T | undefined): T | undefined => {
+    const value = headerValue(headers, name);
+    if (value === undefined) return undefined;
+    seen = true;
+    const parsed = parse(value);
+    if (parsed === undefined) {
+      (ignored ??= []).push(`${name}: ${JSON.stringify(value.slice(0, 60))}`);
+    }
+    return parsed;
+  };
+  const drop = (why: string) => (ignored ??= []).push(why);
+  let clock: number | undefined;
+  const serverNow = () => {
+    if (clock === undefined) {
+      const date = headerValue(headers, "date");
+      clock = (date === undefined ? undefined : parseHttpDate(date, nowEpochMs)) ?? nowEpochMs;
+    }
+    return clock;
+  };
+
+  const policies = read("ratelimit-policy", (v) => nonEmpty(parseRateLimitPolicy(v))) ?? [];
+  let binding: RateLimitEntry | undefined;
+  for (const entry of read("ratelimit", (v) => nonEmpty(parseRateLimit(v))) ?? []) {
+    if (
+      binding === undefined ||
+      (entry.remaining !== undefined &&
+        (binding.remaining === undefined || entry.remaining < binding.remaining))
+    ) binding = entry;
+  }
+  const policy =
+    policies.find((p) => binding?.policy !== undefined && p.policy === binding.policy) ??
+      (policies.length === 1 ? policies[0] : undefined);
+
+  let remaining = binding?.remaining ??
+    read("ratelimit-remaining", (v) => smallest(legacyNumbers(v))) ??
+    read("x-ratelimit-remaining", (v) => smallest(legacyNumbers(v)));
+  const legacyLimit = headerValue(headers, "ratelimit-limit");
+  let limit = binding?.limit ?? policy?.quota ??
+    read("ratelimit-limit", (v) => legacyNumbers(v)[0]) ??
+    read("x-ratelimit-limit", (v) => legacyNumbers(v)[0]);
+  let windowMs = policy?.windowMs ?? legacyWindowMs(legacyLimit);
+  let resetInMs = binding?.resetMs ??
+    read("ratelimit-reset", parseRateLimitReset) ??
+    read(
+      "x-ratelimit-reset",
+      (v) => parseXRateLimitReset(v, serverNow()) ?? justPassed(v, serverNow()),
+    ) ??
+    read("x-ratelimit-reset-after", parseRateLimitReset);
+  if (!seen && binding === undefined && policies.length === 0) return undefined;
+
+  if (remaining !== undefined) remaining = Math.floor(remaining);
+  if (limit !== undefined && !(limit >= 1)) {
+    drop(`limit ${limit}: not a quota`);
+    limit = undefined;
+  }
+  if (windowMs !== undefined && !(windowMs > 0 && windowMs <= MAX_ANNOUNCED_MS)) {
+    drop(`window ${windowMs} ms: not in (0, 1 day]`);
+    windowMs = undefined;
+  }
+  if (resetInMs !== undefined && !(resetInMs <= MAX_ANNOUNCED_MS)) {
+    drop(`reset in ${resetInMs} ms: over a day`);
+    resetInMs = undefined;
+  }
+  const name = binding?.policy ?? policy?.policy;
+  return {
+    ...(limit === undefined ? {} : { limit }),
+    ...(windowMs === undefined ? {} : { windowMs }),
+    ...(remaining === undefined ? {} : { remaining }),
+    ...(resetInMs === undefined ? {} : { resetInMs }),
+    ...(name === undefined ? {} : { policy: name }),
+    ...(ignored === undefined ? {} : { ignored }),
+  };
 }

@@ -8,6 +8,8 @@
 import { classifyDownloadError, errorMatches } from "./download_errors.ts";
 import { type Outcome, outcomeStatus, type ResponseLike } from "./outcome.ts";
 import {
+  announcedBudget,
+  type AnnouncedReading,
   type HeadersLike,
   headerValue,
   parseHttpDate,
@@ -16,7 +18,7 @@ import {
   serverDelayMs,
 } from "./rate_limit_headers.ts";
 import { ThrottlingScopeManager } from "./scope_manager.ts";
-import type { ResolvedScopeConfig } from "./settings.ts";
+import { type ResolvedScopeConfig, scopeKind } from "./settings.ts";
 import type { Throttler } from "./throttler.ts";
 
 /** What an outcome does to one scope. */
@@ -33,6 +35,13 @@ export interface ScopeBackoff {
   readonly consumed?: number;
   /** The server says this much quota is left. */
   readonly remaining?: number;
+  /**
+   * The trigger is explained by the headers as a spent quota (remaining 0 and
+   * a reset): its hold only, no backoff step.
+   */
+  readonly explained?: boolean;
+  /** What the response announced about the server's budget (`Throttler.recordAnnounced`). */
+  readonly announced?: AnnouncedReading;
 }
 
 /** What an outcome does to each of its scopes, by scope name. */
@@ -84,8 +93,10 @@ export function responseHeaders(response: unknown): HeadersLike | undefined {
  * The default reading of an outcome, scope by scope: a trigger when the status
  * is in the scope's `backoff.httpCodes` or the error matches its
  * `backoff.exceptions`; a hold from `Retry-After` / `RateLimit-Reset` /
- * `RateLimit` on a trigger; the quota left from rate-limit headers for scopes
- * that have a quota.
+ * `RateLimit` on a trigger; on any response, the budget its rate-limit
+ * headers announce, for domain and IP scopes and for custom scopes with a
+ * quota (a trigger that the budget explains as spent is `explained`); the
+ * quota left for scopes that have a quota.
  *
  * @param throttler The throttler (for each scope's configuration).
  * @param outcome The outcome.
@@ -104,6 +115,11 @@ export function defaultResponseBackoff(
   const result: Record<string, ScopeBackoff> = {};
   let serverNow: number | undefined;
   let quota: QuotaRemaining | undefined | null = null;
+  // The same for every scope of the outcome: read once.
+  const announced = headers === undefined ? undefined : announcedBudget(headers, nowEpochMs);
+  // A reset of 0 (one that just passed) still says the quota was spent.
+  const spent = announced !== undefined && announced.remaining === 0 &&
+    announced.resetInMs !== undefined;
   for (const scope of outcome.scopes) {
     const config = scopeConfigOf(throttler, scope);
     let trigger = false;
@@ -122,6 +138,10 @@ export function defaultResponseBackoff(
       if (hold !== undefined && hold.delayMs > 0) {
         entry = { ...entry, holdMs: hold.delayMs, holdSource: hold.source };
       }
+      if (spent) entry = { ...entry, explained: true };
+    }
+    if (announced !== undefined && (config.quota !== undefined || scopeKind(scope) !== "custom")) {
+      entry = { ...entry, announced };
     }
     if (config.quota !== undefined && headers !== undefined) {
       // The same for every scope of the outcome: read once.

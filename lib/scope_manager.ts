@@ -9,6 +9,7 @@
 import type { ResolvedRampup, ResolvedScopeConfig } from "./settings.ts";
 import { type RampLimits, RampupController } from "./_rampup.ts";
 import type {
+  AnnouncedBudget,
   BackoffSignal,
   BaseDelayOptions,
   DoneInfo,
@@ -179,6 +180,10 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         const quotaWait = quotaWaitOf(x, now, amount, this.config.quota);
         if (quotaWait > wait) wait = quotaWait;
       }
+      if (x.ann !== undefined) {
+        const paceWait = x.ann.waitMs(now);
+        if (paceWait > wait) wait = paceWait;
+      }
     }
     return wait > 0 ? wait : 0;
   }
@@ -211,6 +216,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     // would never be read as a wait (it is never after a later `now`), so the
     // old value, also in the past, stays: in a broad crawl the field stays a
     // small integer, not a heap number per scope.
+    x?.ann?.onSent(now);
     if (x === undefined || amount === undefined) return;
     x.quotaAmountSeen = true;
     if (amount > 0 && this.config.quota !== undefined) {
@@ -260,6 +266,8 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       );
       if (x.holdUntil > now) x.ramp.onHold(now, x.holdUntil);
     }
+    // A spent announced quota: waiting out its reset is the whole answer.
+    if (signal.explained === true) return;
     if (x.ramp !== undefined && x.level === 0) {
       // The controller's cut replaces the exponential step; a trigger it has
       // answered for already only holds.
@@ -305,6 +313,55 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     }
   }
 
+  /**
+   * A response announced the server's budget. Remaining 0 with a reset holds
+   * the scope until the reset (capped at the backoff max delay, like any
+   * server-given hold; no backoff step). A limit with a window becomes the
+   * scope's learned quota unless it has a configured one. A remaining budget
+   * with a reset is paced: at most `remaining` requests (less those still in
+   * flight) go before the reset, spaced over the time left, and a learned
+   * quota carries the pacing on into the next windows.
+   *
+   * @param now Scheduler time, ms.
+   * @param budget What the headers said (fields not finite and >= 0 are ignored).
+   */
+  recordAnnounced(now: number, budget: AnnouncedBudget): void {
+    const { limit, windowMs, remaining, resetInMs } = budget;
+    const hasLimit = limit !== undefined && limit >= 1 && Number.isFinite(limit);
+    const hasWindow = windowMs !== undefined && windowMs > 0 && Number.isFinite(windowMs);
+    const hasReset = resetInMs !== undefined && resetInMs > 0 && Number.isFinite(resetInMs);
+    const hasRemaining = remaining !== undefined && remaining >= 0 && Number.isFinite(remaining);
+    if (!(hasLimit || (hasRemaining && hasReset))) return;
+    const x = this.#more();
+    const a = x.ann ??= new AnnouncedWindow();
+    this.#lastActivity = now;
+    if (hasLimit) {
+      a.limit = limit;
+      if (hasWindow) {
+        a.windowMs = windowMs;
+        a.windowSaid = true;
+      }
+    }
+    if (!hasRemaining || !hasReset) return;
+    if (hasLimit && !a.windowSaid && !(resetInMs <= a.windowMs)) {
+      // No window said: a fixed window's first answer announces nearly all of
+      // it (less the latency), so the longest reset seen, in whole seconds as
+      // windows are, stands for it.
+      a.windowMs = Math.ceil(resetInMs / 1_000) * 1_000;
+    }
+    const resetAt = a.sameReset(now, now + resetInMs, remaining);
+    if (remaining < 1) {
+      const hold = Math.min(resetAt - now, this.config.backoff.maxDelayMs);
+      if (now + hold > x.holdUntil) x.holdUntil = now + hold;
+      a.start(now, now + hold, 0);
+    } else {
+      // The announcing request is counted by the server; the others still in
+      // flight may not be yet, so they count as spent.
+      const others = this.#active > 0 ? this.#active - 1 : 0;
+      a.start(now, resetAt, Math.floor(remaining) - others);
+    }
+  }
+
   setBaseDelay(delayMs: number, options?: BaseDelayOptions): void {
     const x = this.#more();
     const wasAtBase = x.level === 0;
@@ -324,7 +381,8 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     // it would send at once) or its quota window has use to remember.
     return this.#active === 0 && this.#nextSendAt <= now &&
       (x === undefined ||
-        (x.level === 0 && x.holdUntil <= now && !(x.quotaUsed > 0 && now < x.quotaResetsAt))) &&
+        (x.level === 0 && x.holdUntil <= now && !(x.quotaUsed > 0 && now < x.quotaResetsAt) &&
+          !(x.ann !== undefined && now < x.ann.resetAt))) &&
       now - this.#lastActivity >= maxIdleMs;
   }
 
@@ -371,6 +429,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     const resetsAt = x === undefined ? Number.NaN : x.quotaResetsAt;
     const windowOpen = !Number.isNaN(resetsAt) && now < resetsAt;
     const holdUntil = x === undefined ? 0 : x.holdUntil;
+    const learned = quota === undefined ? x?.ann?.learned(now) : undefined;
     return {
       scope: this.scope,
       delayMs: this.#delayMs,
@@ -380,7 +439,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       backoffLevel: x === undefined ? 0 : x.level,
       holdUntil: holdUntil > now ? holdUntil : 0,
       nextSendAt: this.#nextSendAt > now ? this.#nextSendAt : 0,
-      quota: quota === undefined ? undefined : {
+      quota: quota === undefined ? learned : {
         limit: quota,
         used: windowOpen ? x!.quotaUsed : 0,
         resetsAt: windowOpen ? resetsAt : 0,
@@ -417,9 +476,108 @@ class ScopeExtra {
   quotaAmountSeen = false;
   /** Rampup's arithmetic (lib/_rampup.ts), when the scope ramps up. */
   ramp: RampupController | undefined = undefined;
+  /** The budget the server announced, once a response did. */
+  ann: AnnouncedWindow | undefined = undefined;
 
   constructor(baseDelayMs: number) {
     this.baseDelayMs = baseDelayMs;
+  }
+}
+
+/**
+ * A budget announced in rate-limit headers, paced: `left` requests may go
+ * before `resetAt`, one per `gapMs` after the last. At the reset a learned
+ * quota (limit and window) opens the next window; without one the scope is
+ * free again until a response announces more.
+ */
+class AnnouncedWindow {
+  /** The learned quota: requests per window (NaN: not announced). */
+  limit = Number.NaN;
+  /** Its window, ms (NaN: not announced). */
+  windowMs = Number.NaN;
+  /** End of the budget in force (NaN: none). */
+  resetAt = Number.NaN;
+  /** Requests that may still go before `resetAt`. */
+  left = 0;
+  gapMs = 0;
+  lastSentAt = -Infinity;
+  /** The remaining count last announced (Infinity: a new window began). */
+  lastRemaining = Infinity;
+  /** Whether `windowMs` was announced (a policy's `w`) rather than inferred from resets. */
+  windowSaid = false;
+
+  /**
+   * The reset to believe for an announcement of `resetAt` with `remaining`
+   * left: the one in force when both tell the same reset. Servers round
+   * resets up to whole seconds and count from when the request arrived, so
+   * each announcement is a bound late by up to a second plus the latency; of
+   * two bounds of one reset the earlier is the tighter. Two announcements
+   * tell the same reset when they are less than a second (or a window)
+   * apart and the budget did not grow in between (a new window's does).
+   */
+  sameReset(now: number, resetAt: number, remaining: number): number {
+    const current = this.resetAt;
+    const same = now < current && resetAt >= current && remaining <= this.lastRemaining &&
+      resetAt - current < (this.windowMs < 1_000 ? this.windowMs : 1_000);
+    this.lastRemaining = remaining;
+    return same ? current : resetAt;
+  }
+
+  /** A budget of `left` requests until `resetAt`, spread over the time left. */
+  start(now: number, resetAt: number, left: number): void {
+    this.resetAt = resetAt;
+    this.left = left;
+    let gap = left > 0 ? (resetAt - now) / left : 0;
+    // A quota's own rate is never too fast: a token bucket announces the time
+    // until it is full as its reset, in which it refills more than `left`.
+    const rate = this.windowMs / this.limit;
+    if (rate < gap) gap = rate;
+    this.gapMs = gap;
+  }
+
+  /** Past the reset: the learned quota's next window, or nothing in force. */
+  #roll(now: number): void {
+    const w = this.windowMs;
+    const limit = this.limit;
+    if (w > 0 && limit >= 1) {
+      const windows = Math.floor((now - this.resetAt) / w) + 1;
+      this.resetAt += windows * w;
+      this.left = limit;
+      this.lastRemaining = Infinity;
+      this.gapMs = w / limit;
+    } else {
+      this.resetAt = Number.NaN;
+    }
+  }
+
+  waitMs(now: number): number {
+    if (!(now < this.resetAt)) {
+      if (Number.isNaN(this.resetAt)) return 0;
+      this.#roll(now);
+      if (Number.isNaN(this.resetAt)) return 0;
+    }
+    return this.left <= 0 ? this.resetAt - now : this.lastSentAt + this.gapMs - now;
+  }
+
+  onSent(now: number): void {
+    if (!(now < this.resetAt)) {
+      if (Number.isNaN(this.resetAt)) return;
+      this.#roll(now);
+      if (Number.isNaN(this.resetAt)) return;
+    }
+    this.left--;
+    this.lastSentAt = now;
+  }
+
+  /** The learned quota as `ScopeState.quota` shows it. */
+  learned(now: number): ScopeState["quota"] {
+    if (!(this.limit >= 1 && this.windowMs > 0)) return undefined;
+    const open = now < this.resetAt;
+    return {
+      limit: this.limit,
+      used: open ? Math.max(0, this.limit - Math.max(0, this.left)) : 0,
+      resetsAt: open ? this.resetAt : 0,
+    };
   }
 }
 

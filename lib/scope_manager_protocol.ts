@@ -24,6 +24,29 @@ export interface BackoffSignal {
    * answered: the default manager takes no further step for it.
    */
   readonly sentAt?: number;
+  /**
+   * The response's rate-limit headers explain the refusal as a spent quota
+   * (remaining 0 and a reset): the trigger is its hold only, no backoff step
+   * and no rampup cut, since sending slower would not have avoided it.
+   * @default false
+   */
+  readonly explained?: boolean;
+}
+
+/**
+ * What a server announced about its budget in rate-limit headers
+ * (`RateLimit`/`RateLimit-Policy`, `RateLimit-*`, `X-RateLimit-*`), on any
+ * response. Every field is optional: a server may say only part of it.
+ */
+export interface AnnouncedBudget {
+  /** Requests allowed per window (`q`, `RateLimit-Limit`, `X-RateLimit-Limit`). */
+  readonly limit?: number;
+  /** The window of `limit`, ms (`RateLimit-Policy`'s `w`). */
+  readonly windowMs?: number;
+  /** Requests left before the reset. */
+  readonly remaining?: number;
+  /** Time until the window resets (remaining back to the limit), ms. */
+  readonly resetInMs?: number;
 }
 
 /** How a request settled, for managers that learn from latency. */
@@ -68,7 +91,10 @@ export interface ScopeState {
   readonly holdUntil: number;
   /** Scheduler time before which the next request may not go (delay + jitter), or 0. */
   readonly nextSendAt: number;
-  /** Quota of the current window, when the scope has one. */
+  /**
+   * Quota of the current window: the configured one, else one the server
+   * announced (a limit and a window from its rate-limit headers).
+   */
   readonly quota:
     | { readonly limit: number; readonly used: number; readonly resetsAt: number }
     | undefined;
@@ -98,6 +124,13 @@ export interface ThrottlingScopeManagerProtocol {
   recordBackoff(now: number, signal?: BackoffSignal): void;
   /** Correct the quota use of the current window. */
   reconcileQuota(now: number, reconciliation: QuotaReconciliation): void;
+  /**
+   * A response announced the server's budget (optional: managers without it
+   * ignore announcements). Called while the announcing request still counts
+   * as in flight, as `backoffOn` does; values that are not finite and >= 0
+   * are ignored.
+   */
+  recordAnnounced?(now: number, budget: AnnouncedBudget): void;
   /** Replace the configured delay (e.g. from robots.txt Crawl-delay). */
   setBaseDelay(delayMs: number, options?: BaseDelayOptions): void;
   /** Replace the concurrency limit. */

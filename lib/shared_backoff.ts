@@ -130,10 +130,13 @@ function apply<R>(throttler: Throttler<R>, message: SharedBackoffMessage): void 
   const scope = message.scope;
   const cause = `${message.cause} (shared)`;
   if (message.hold !== undefined && message.hold.ms > 0) {
-    // The sender's hold is already capped: do not cap it again.
+    // The sender's hold is already capped: do not cap it again. A rate-limit
+    // hold that came without a backoff (an announced budget spent, or a
+    // refusal the headers explained) is a hold here too, not a step.
+    const explained = message.cause === "hold" && message.hold.source === "ratelimit";
     throttler.recordBackoff(
       scope,
-      { holdMs: message.hold.ms, uncapped: true, cause },
+      { holdMs: message.hold.ms, uncapped: true, cause, ...(explained ? { explained } : {}) },
       message.hold.source,
     );
   }

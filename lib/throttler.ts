@@ -16,6 +16,7 @@ import { ThrottlingScopeManager } from "./scope_manager.ts";
 import { autoThrottleManager } from "./autothrottle_manager.ts";
 import { resolveRampupOption } from "./_rampup.ts";
 import type {
+  AnnouncedBudget,
   BackoffSignal,
   BaseDelayOptions,
   DoneInfo,
@@ -425,18 +426,66 @@ export class Throttler<R = unknown> {
     entry.manager.recordBackoff(now, signal);
     if (this.observed) {
       const s = this.#stateOf(scope, entry);
-      this.#emit({
-        type: "backoff",
-        at: now,
-        scope,
-        delayMs: s.delayMs,
-        level: s.backoffLevel,
-        concurrency: s.concurrency,
-        holdUntil: s.holdUntil > 0 ? s.holdUntil : undefined,
-        cause: signal.cause ?? "trigger",
-      });
+      // An explained refusal is its hold only: no backoff to report.
+      if (signal.explained !== true) {
+        this.#emit({
+          type: "backoff",
+          at: now,
+          scope,
+          delayMs: s.delayMs,
+          level: s.backoffLevel,
+          concurrency: s.concurrency,
+          holdUntil: s.holdUntil > 0 ? s.holdUntil : undefined,
+          cause: signal.cause ?? "trigger",
+        });
+      }
       if (signal.holdMs !== undefined && s.holdUntil > now) {
         this.#emit({ type: "hold", at: now, scope, until: s.holdUntil, source: holdSource });
+      }
+    }
+    this.#changed(scope, entry, now);
+    this.#flushChanges();
+  }
+
+  /**
+   * Tell a scope what a response announced about the server's budget (used
+   * by `backoffOn` for every response with rate-limit headers): a spent
+   * budget holds the scope until its reset, a limit and window become its
+   * learned quota, a remaining budget is paced until the reset. Emits an
+   * `announced` event, and a `hold` event when the scope is held longer.
+   * Managers without `recordAnnounced` ignore it.
+   *
+   * @param scope The scope.
+   * @param budget What the headers said; `ignored` lists values not believed.
+   */
+  recordAnnounced(
+    scope: string,
+    budget: AnnouncedBudget & { readonly ignored?: readonly string[] },
+  ): void {
+    const entry = this.#entry(scope);
+    const manager = entry.manager;
+    const now = this.scheduler.now();
+    const observed = this.observed;
+    if (observed) {
+      this.#emit({
+        type: "announced",
+        at: now,
+        scope,
+        limit: budget.limit,
+        windowMs: budget.windowMs,
+        remaining: budget.remaining,
+        resetAt: budget.resetInMs === undefined ? undefined : now + budget.resetInMs,
+        ignored: budget.ignored,
+      });
+    }
+    if (manager.recordAnnounced === undefined) return;
+    this.#advance(scope, entry, now);
+    const before = observed ? this.#stateOf(scope, entry).holdUntil : 0;
+    manager.recordAnnounced(now, budget);
+    if (observed) {
+      const until = this.#stateOf(scope, entry).holdUntil;
+      if (until > before && until > now) {
+        this.#emit({ type: "hold", at: now, scope, until, source: "ratelimit" });
       }
     }
     this.#changed(scope, entry, now);

@@ -61,7 +61,10 @@ export interface BackoffOnOptions<R, T> {
  * For each outcome (unless `meta.throttlingDontTrack`): each scope whose
  * `backoff.httpCodes` contain the status, or whose `backoff.exceptions` match
  * the error, takes a backoff step; a Retry-After / RateLimit delay on such a
- * trigger becomes a hold capped at the scope's max delay; quota scopes are
+ * trigger becomes a hold capped at the scope's max delay; the budget a
+ * response announces in rate-limit headers (any status) is obeyed: a spent
+ * budget holds the scope until its reset (a refusal it explains takes no
+ * backoff step), a remaining one is paced until the reset; quota scopes are
  * reconciled from rate-limit headers. Then an attempt that failed in a
  * retryable way is sent through the gate again (each attempt is seen here),
  * until the retries run out: the last attempt comes out with `exhausted:
@@ -155,14 +158,16 @@ export function backoffOn<R, T>(
     for (const scope of Object.keys(backoff)) {
       const b = backoff[scope]!;
       if (b.trigger) {
+        const signal = b.holdMs === undefined
+          ? { cause: b.cause ?? "trigger", sentAt: outcome.sentAt }
+          : { holdMs: b.holdMs, cause: b.cause ?? "trigger", sentAt: outcome.sentAt };
         throttler.recordBackoff(
           scope,
-          b.holdMs === undefined
-            ? { cause: b.cause ?? "trigger", sentAt: outcome.sentAt }
-            : { holdMs: b.holdMs, cause: b.cause ?? "trigger", sentAt: outcome.sentAt },
+          b.explained === true ? { ...signal, explained: true } : signal,
           b.holdSource ?? "retry-after",
         );
       }
+      if (b.announced !== undefined) throttler.recordAnnounced(scope, b.announced);
       if (b.remaining !== undefined || b.consumed !== undefined) {
         throttler.reconcileQuota(
           scope,

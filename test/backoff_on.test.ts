@@ -347,3 +347,155 @@ describe("backoff events, scope$ and debug lines", () => {
     expect(lines.every((l) => !l.includes("\n"))).toBe(true);
   });
 });
+
+describe("backoffOn() and announced budgets (rate-limit headers on any response)", () => {
+  const BASE = Date.UTC(2025, 0, 1, 12, 0, 0);
+  // [family, headers saying "none left, resets in 5 s", sends of a.test]: one request at a time,
+  // the first answered at 10 with these headers, the rest 200 without headers. A limit with a
+  // window (said, or inferred from the reset when only the limit is said) paces the next
+  // window (10 per 5 s: 500 ms apart); without a limit the scope is free after the reset.
+  const families: [string, (now: number) => Record<string, string>, number[]][] = [
+    [
+      "IETF RateLimit / RateLimit-Policy",
+      () => ({ ratelimit: '"default";r=0;t=5', "ratelimit-policy": '"default";q=10;w=5' }),
+      [0, 5_010, 5_510],
+    ],
+    [
+      "RateLimit-Limit/Remaining/Reset",
+      () => ({ "ratelimit-limit": "10", "ratelimit-remaining": "0", "ratelimit-reset": "5" }),
+      [0, 5_010, 5_510],
+    ],
+    [
+      "X-RateLimit-* with a delta reset",
+      () => ({ "x-ratelimit-limit": "10", "x-ratelimit-remaining": "0", "x-ratelimit-reset": "5" }),
+      [0, 5_010, 5_510],
+    ],
+    [
+      "X-RateLimit-* with an epoch reset",
+      (now) => ({
+        "x-ratelimit-limit": "10",
+        "x-ratelimit-remaining": "0",
+        "x-ratelimit-reset": String((BASE + now + 6_000) / 1000), // an instant, not a delay
+      }),
+      [0, 6_000, 6_600], // reset 5990 ms after the answer: a window of 6 s
+    ],
+    [
+      "X-RateLimit-Reset-After",
+      () => ({ "x-ratelimit-remaining": "0", "x-ratelimit-reset-after": "5" }),
+      [0, 5_010, 5_020],
+    ],
+  ];
+  for (const status of [200, 429]) {
+    for (const [family, headers, wanted] of families) {
+      it(`backoffOn() holds until the reset without a backoff step: ${family} on a ${status}`, () => {
+        let clock = () => 0;
+        const p = pipeline(
+          urls("a.test", 3),
+          (_url, n, now) => n === 0 ? { status, headers: headers(now) } : { status: 200 },
+          { concurrentRequestsPerDomain: 1 },
+          { retry: false, nowEpochMs: () => clock() },
+        );
+        clock = () => BASE + p.scheduler.now();
+        p.run();
+        expect(timesOf(p.sends, "a.test")).toEqual(wanted);
+        expect(p.events.filter((e) => e.type === "hold")).toEqual([
+          { type: "hold", at: 10, scope: "a.test", until: wanted[1], source: "ratelimit" },
+        ]);
+        expect(p.events.filter((e) => e.type === "backoff")).toEqual([]);
+        expect(p.throttler.state("a.test")).toMatchObject({ delayMs: 0, backoffLevel: 0 });
+      });
+    }
+  }
+
+  it("backoffOn(): a refusal the headers do not explain stays an ordinary trigger with its hold", () => {
+    const p = pipeline(
+      urls("a.test", 3),
+      (_url, n) =>
+        n === 0
+          ? { status: 429, headers: { "retry-after": "2", "x-ratelimit-remaining": "7" } }
+          : { status: 200 },
+      { concurrentRequestsPerDomain: 1 },
+      { retry: false },
+    );
+    p.run();
+    // The hold of Retry-After, then the 1 s step. The 7 left are paced over no known reset: not at all.
+    expect(timesOf(p.sends, "a.test")).toEqual([0, 2_010, 3_010]);
+    expect(p.throttler.state("a.test")).toMatchObject({ delayMs: 1_000, backoffLevel: 1 });
+  });
+
+  it("backoffOn() paces a remaining budget over the time to the reset, on 200s", () => {
+    // A fixed window of 4 per 2 s from 0, announced on every answer.
+    const used = new Map<number, number>();
+    const p = pipeline(
+      urls("a.test", 8),
+      (_url, _n, now) => {
+        const window = Math.floor(now / 2_000);
+        const n = (used.get(window) ?? 0) + 1;
+        used.set(window, n);
+        return {
+          status: n <= 4 ? 200 : 429,
+          headers: {
+            "x-ratelimit-limit": "4",
+            "x-ratelimit-remaining": String(Math.max(0, 4 - n)),
+            "x-ratelimit-reset": String(Math.ceil(((window + 1) * 2_000 - now) / 1000)),
+          },
+        };
+      },
+      { concurrentRequestsPerDomain: 1 },
+      { retry: false },
+    );
+    p.run();
+    expect(p.outcomes.map((o) => (o.kind === "response" ? o.response.status : 0))).toEqual(
+      Array(8).fill(200),
+    );
+    // Each answer spreads what is left over the time to its reset, never faster than the
+    // limit over its window (4 per 2 s, the window inferred from the first reset): the first
+    // goes at once (nothing paced sent yet), then 500 ms apart; the fourth answer (none left)
+    // holds the scope until the earliest bound of the reset (2010), and the next window is
+    // paced alike. Never a fifth request in a window.
+    expect(timesOf(p.sends, "a.test")).toEqual([0, 10, 510, 1_010, 2_010, 2_510, 3_010, 3_510]);
+  });
+
+  it("backoffOn() shows a learned quota in the scope's state, and a configured one wins", () => {
+    const headers = { ratelimit: '"default";r=6;t=8', "ratelimit-policy": '"default";q=10;w=10' };
+    const learned = pipeline(urls("a.test", 1), () => ({ status: 200, headers }), {}, {
+      retry: false,
+    });
+    learned.run();
+    expect(learned.throttler.state("a.test")?.quota).toEqual({
+      limit: 10,
+      used: 4,
+      resetsAt: 8_010,
+    });
+    const configured = pipeline(urls("a.test", 1), () => ({ status: 200, headers }), {
+      scopes: { "a.test": { quota: 100, windowMs: 60_000 } },
+    }, { retry: false });
+    configured.run();
+    // The configured quota, reconciled from the headers' remaining as before.
+    expect(configured.throttler.state("a.test")?.quota).toEqual({
+      limit: 100,
+      used: 94,
+      resetsAt: 60_010,
+    });
+  });
+
+  it("backoffOn() reports announced budgets, and what it did not believe, as events", () => {
+    const p = pipeline(
+      urls("a.test", 1),
+      () => ({ status: 200, headers: { "x-ratelimit-remaining": "3", "x-ratelimit-reset": "-5" } }),
+      {},
+      { retry: false },
+    );
+    p.run();
+    expect(p.events.filter((e) => e.type === "announced")).toEqual([{
+      type: "announced",
+      at: 10,
+      scope: "a.test",
+      limit: undefined,
+      windowMs: undefined,
+      remaining: 3,
+      resetAt: undefined,
+      ignored: ['x-ratelimit-reset: "-5"'],
+    }]);
+  });
+});

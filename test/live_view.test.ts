@@ -96,6 +96,20 @@ describe("renderLiveView()", () => {
   });
 });
 
+describe("renderLiveView() quotas", () => {
+  it("renderLiveView() shows a quota column only when a row has a quota (configured or learned)", () => {
+    const [first, ...rest] = STATE.rows;
+    const frame = renderLiveView(
+      { ...STATE, rows: [{ ...first!, quota: { used: 7, limit: 60 } }, ...rest] },
+      110,
+    ).split("\n");
+    expect(frame[2]).toMatch(/ {3}hold {5}quota {4}2xx /);
+    expect(frame[3]).toMatch(/^bucket .* - {6}7\/60 {5}96 /);
+    expect(frame[4]).toMatch(/ 850ms {9}- {5}80 /);
+    expect(renderLiveView(STATE, 110)).not.toMatch(/quota/);
+  });
+});
+
 describe("renderLiveView() evictions", () => {
   it("renderLiveView() counts evicted scopes even when every active scope is shown", () => {
     const frame = renderLiveView({ ...STATE, hiddenScopes: 0, evicted: 1 }, 80).split("\n");

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import {
+  announcedBudget,
   headerValue,
   parseHttpDate,
   parseRateLimit,
@@ -581,5 +582,132 @@ describe("quotaRemaining()", () => {
     expect(quotaRemaining({})).toBeUndefined();
     expect(quotaRemaining({ "RateLimit-Remaining": "-1", RateLimit: "r=" })).toBeUndefined();
     expect(quotaRemaining({ "X-RateLimit-Remaining": "lots" })).toBeUndefined();
+  });
+});
+
+describe("announcedBudget()", () => {
+  const epoch = (s: number) => String(NOW / 1000 + s);
+  // [what, headers, reading]
+  const table: [string, Record<string, string | string[]> | Headers, unknown][] = [
+    [
+      "IETF RateLimit with its policy",
+      { RateLimit: '"default";r=7;t=3', "RateLimit-Policy": '"default";q=10;w=5' },
+      { limit: 10, windowMs: 5_000, remaining: 7, resetInMs: 3_000, policy: "default" },
+    ],
+    [
+      "IETF fields in a WHATWG Headers",
+      new Headers({ RateLimit: '"default";r=0;t=3', "RateLimit-Policy": '"default";q=10;w=5' }),
+      { limit: 10, windowMs: 5_000, remaining: 0, resetInMs: 3_000, policy: "default" },
+    ],
+    [
+      "the policy with the fewest units left binds",
+      {
+        RateLimit: '"day";r=900;t=3600, "burst";r=2;t=4',
+        "RateLimit-Policy": '"burst";q=10;w=10, "day";q=1000;w=86400',
+      },
+      { limit: 10, windowMs: 10_000, remaining: 2, resetInMs: 4_000, policy: "burst" },
+    ],
+    ["a policy alone", { "RateLimit-Policy": "100;w=60" }, { limit: 100, windowMs: 60_000 }],
+    [
+      "draft-polli RateLimit-*, window from RateLimit-Limit's w",
+      { "RateLimit-Limit": "10, 10;w=2", "RateLimit-Remaining": "3", "RateLimit-Reset": "1" },
+      { limit: 10, windowMs: 2_000, remaining: 3, resetInMs: 1_000 },
+    ],
+    [
+      "X-RateLimit-* with an epoch reset (GitHub)",
+      { "X-RateLimit-Limit": "60", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(30) },
+      { limit: 60, remaining: 0, resetInMs: 30_000 },
+    ],
+    [
+      "an epoch reset against the response's own Date (a local clock 10 s behind)",
+      {
+        Date: new Date(NOW + 10_000).toUTCString(),
+        "X-RateLimit-Remaining": "0",
+        "X-RateLimit-Reset": epoch(40),
+      },
+      { remaining: 0, resetInMs: 30_000 },
+    ],
+    [
+      "X-RateLimit-* with a delta reset",
+      { "x-ratelimit-limit": "10", "x-ratelimit-remaining": "4", "x-ratelimit-reset": "2" },
+      { limit: 10, remaining: 4, resetInMs: 2_000 },
+    ],
+    [
+      "X-RateLimit-Reset-After (Discord)",
+      { "X-RateLimit-Remaining": "1", "X-RateLimit-Reset-After": "1.5" },
+      { remaining: 1, resetInMs: 1_500 },
+    ],
+    [
+      "an epoch reset that just passed as 0 (it still says the quota was spent)",
+      { "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(-30) },
+      { remaining: 0, resetInMs: 0 },
+    ],
+    [
+      "an epoch reset long past is ignored",
+      { "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(-3600) },
+      { remaining: 0, ignored: [`x-ratelimit-reset: "${epoch(-3600)}"`] },
+    ],
+    [
+      "negative and garbage values are ignored",
+      { "RateLimit-Remaining": "-1", "RateLimit-Limit": "lots", "RateLimit-Reset": "5" },
+      {
+        resetInMs: 5_000,
+        ignored: ['ratelimit-remaining: "-1"', 'ratelimit-limit: "lots"'],
+      },
+    ],
+    [
+      "a reset or window over a day is ignored",
+      { RateLimit: '"d";r=0;t=90000', "RateLimit-Policy": '"d";q=5;w=90000' },
+      {
+        limit: 5,
+        remaining: 0,
+        policy: "d",
+        ignored: ["window 90000000 ms: not in (0, 1 day]", "reset in 90000000 ms: over a day"],
+      },
+    ],
+    [
+      "a quota of 0 is not a limit",
+      { "X-RateLimit-Limit": "0", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "5" },
+      { remaining: 0, resetInMs: 5_000, ignored: ["limit 0: not a quota"] },
+    ],
+    ["an unreadable RateLimit field", { RateLimit: "r=" }, { ignored: ['ratelimit: "r="'] }],
+  ];
+  for (const [what, headers, reading] of table) {
+    it(`announcedBudget() reads ${what}`, () => {
+      expect(announcedBudget(headers, NOW)).toEqual(reading);
+    });
+  }
+
+  it("announcedBudget() gives undefined when no rate-limit header is present", () => {
+    expect(announcedBudget({}, NOW)).toBeUndefined();
+    expect(announcedBudget({ "content-type": "text/html", "retry-after": "5" }, NOW))
+      .toBeUndefined();
+    expect(announcedBudget(new Headers({ "retry-after": "5" }), NOW)).toBeUndefined();
+    expect(announcedBudget(undefined, NOW)).toBeUndefined();
+  });
+
+  it("announcedBudget() never throws on garbage, whatever the header", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(
+          "ratelimit",
+          "ratelimit-policy",
+          "ratelimit-limit",
+          "ratelimit-remaining",
+          "ratelimit-reset",
+          "x-ratelimit-limit",
+          "x-ratelimit-remaining",
+          "x-ratelimit-reset",
+          "x-ratelimit-reset-after",
+        ),
+        fc.oneof(fc.constantFrom(...GARBAGE), fc.string()),
+        (name, value) => {
+          const a = announcedBudget({ [name]: value }, NOW);
+          for (const v of [a?.limit, a?.windowMs, a?.remaining, a?.resetInMs]) {
+            if (v !== undefined) expect(Number.isFinite(v) && v >= 0).toBe(true);
+          }
+        },
+      ),
+    );
   });
 });

@@ -43,11 +43,50 @@ describe("defaultResponseBackoff()", () => {
     });
   });
 
-  it("defaultResponseBackoff() reads a WHATWG Headers object and a RateLimit hold", () => {
+  it("defaultResponseBackoff() reads a WHATWG Headers object and a RateLimit hold, explained as a spent quota", () => {
     const headers = new Headers({ ratelimit: '"default";r=0;t=9' });
     expect(defaultResponseBackoff(throttler, response(503, headers, ["a.test"]), NOW)).toEqual({
-      "a.test": { trigger: true, cause: "status 503", holdMs: 9_000, holdSource: "ratelimit" },
+      "a.test": {
+        trigger: true,
+        cause: "status 503",
+        holdMs: 9_000,
+        holdSource: "ratelimit",
+        explained: true,
+        announced: { policy: "default", remaining: 0, resetInMs: 9_000 },
+      },
     });
+  });
+
+  it("defaultResponseBackoff() explains no refusal whose headers leave budget or give no reset", () => {
+    for (
+      const headers of [
+        { ratelimit: '"default";r=3;t=9' },
+        { "x-ratelimit-remaining": "0" },
+        { "retry-after": "5", "ratelimit-remaining": "0", "ratelimit-reset": "abc" },
+      ]
+    ) {
+      const read = defaultResponseBackoff(throttler, response(429, headers, ["b.test"]), NOW);
+      expect(read["b.test"]?.trigger).toBe(true);
+      expect(read["b.test"]?.explained).toBeUndefined();
+    }
+  });
+
+  it("defaultResponseBackoff() announces to domain and IP scopes, and to custom scopes only with a quota", () => {
+    const read = defaultResponseBackoff(
+      throttler,
+      response(200, { "x-ratelimit-remaining": "4", "x-ratelimit-reset": "2" }, [
+        "b.test",
+        "10.0.0.1",
+        "api",
+        "custom-key",
+      ]),
+      NOW,
+    );
+    const announced = { remaining: 4, resetInMs: 2_000 };
+    expect(read["b.test"]?.announced).toEqual(announced);
+    expect(read["10.0.0.1"]?.announced).toEqual(announced);
+    expect(read["api"]?.announced).toEqual(announced);
+    expect(read["custom-key"]?.announced).toBeUndefined();
   });
 
   it("defaultResponseBackoff() triggers on a download error that matches backoff.exceptions, by its class name", () => {
@@ -73,7 +112,11 @@ describe("defaultResponseBackoff()", () => {
       response(200, { ratelimit: '"default";r=40;t=30' }, ["api", "b.test"]),
       NOW,
     );
-    expect(read).toEqual({ api: { trigger: false, remaining: 40 }, "b.test": { trigger: false } });
+    const announced = { policy: "default", remaining: 40, resetInMs: 30_000 };
+    expect(read).toEqual({
+      api: { trigger: false, remaining: 40, announced },
+      "b.test": { trigger: false, announced },
+    });
   });
 
   it("defaultResponseBackoff() ignores malformed hold values: the trigger stays, without a hold", () => {

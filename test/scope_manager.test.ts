@@ -377,3 +377,183 @@ describe("ThrottlingScopeManager", () => {
     expect(m.state(100).nextSendAt).toBe(0);
   });
 });
+
+/**
+ * Send greedily from `from` to `to`: each request at the first moment
+ * `canSend` allows, settled at once unless `hold` keeps it in flight. Returns
+ * the send times.
+ */
+function sendGreedily(m: ThrottlingScopeManager, from: number, to: number): number[] {
+  const sends: number[] = [];
+  let t = from;
+  while (t < to && sends.length < 1000) {
+    const wait = m.canSend(t);
+    if (wait === Infinity) break;
+    if (wait > 0) {
+      t += wait;
+      continue;
+    }
+    m.recordSent(t);
+    m.recordDone(t);
+    sends.push(t);
+  }
+  return sends.filter((at) => at < to);
+}
+
+describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit headers)", () => {
+  it("ThrottlingScopeManager.recordAnnounced() holds until the reset on remaining 0, without a backoff step", () => {
+    // [budget, canSend at 1000 after the announcement at 0]
+    const table: [{ remaining: number; resetInMs: number; limit?: number }, number][] = [
+      [{ remaining: 0, resetInMs: 5_000 }, 4_000],
+      [{ remaining: 0, resetInMs: 5_000, limit: 10 }, 4_000],
+      // Capped like any server-given hold (backoff.maxDelayMs, 300 s).
+      [{ remaining: 0, resetInMs: 3_600_000 }, 299_000],
+    ];
+    for (const [budget, wait] of table) {
+      const m = manager({ delayMs: 0, concurrency: 4 });
+      m.recordAnnounced(0, budget);
+      expect({ budget, wait: m.canSend(1000) }).toEqual({ budget, wait });
+      expect(m.state(1000)).toMatchObject({ delayMs: 0, backoffLevel: 0, holdUntil: wait + 1000 });
+    }
+  });
+
+  it("ThrottlingScopeManager.recordBackoff() with explained takes the hold only: no step, no rampup cut", () => {
+    const plain = manager({ delayMs: 0, concurrency: 4 });
+    plain.recordBackoff(0, { holdMs: 5_000, explained: true });
+    expect(plain.state(0)).toMatchObject({ delayMs: 0, backoffLevel: 0, holdUntil: 5_000 });
+    const unexplained = manager({ delayMs: 0, concurrency: 4 });
+    unexplained.recordBackoff(0, { holdMs: 5_000 });
+    expect(unexplained.state(0)).toMatchObject({ delayMs: 1000, backoffLevel: 1 });
+
+    const ramp = manager({ delayMs: 400, rampup: { minDelayMs: 100 } });
+    for (let t = 0; t < 120_000; t += 100) {
+      ramp.advance(t);
+      if (ramp.canSend(t) === 0) {
+        ramp.recordSent(t);
+        ramp.recordDone(t + 10, { latencyMs: 10, status: 200 });
+      }
+    }
+    const before = ramp.state(120_000);
+    ramp.recordBackoff(120_000, { holdMs: 2_000, explained: true, sentAt: 119_990 });
+    expect(ramp.state(120_000)).toMatchObject({
+      delayMs: before.delayMs,
+      concurrency: before.concurrency,
+      backoffLevel: 0,
+      holdUntil: 122_000,
+    });
+  });
+
+  it("ThrottlingScopeManager.recordAnnounced() never lets the (remaining + 1)th request out before the reset", () => {
+    // [remaining, reset, requests still in flight besides the announcing one, sends before the reset]
+    const table: [number, number, number, number[]][] = [
+      [4, 4_000, 0, [0, 1_000, 2_000, 3_000]],
+      [1, 4_000, 0, [0]],
+      [4, 4_000, 2, [0, 2_000]],
+      [4, 4_000, 5, []],
+      [3, 1_500, 0, [0, 500, 1_000]],
+    ];
+    for (const [remaining, resetInMs, others, wanted] of table) {
+      const m = manager({ delayMs: 0, concurrency: 16 });
+      for (let i = 0; i < others + 1; i++) m.recordSent(-10); // in flight, sent earlier
+      m.recordAnnounced(0, { remaining, resetInMs });
+      m.recordDone(0); // the announcing request settles after its headers are read
+      const sends = sendGreedily(m, 0, resetInMs);
+      expect({ remaining, resetInMs, others, sends }).toEqual({
+        remaining,
+        resetInMs,
+        others,
+        sends: wanted,
+      });
+    }
+  });
+
+  it("ThrottlingScopeManager.recordAnnounced() re-paces on each announcement from the last send, not from now", () => {
+    const m = manager({ delayMs: 0, concurrency: 16 });
+    m.recordSent(0);
+    m.recordAnnounced(50, { remaining: 9, resetInMs: 9_000 }); // one per second
+    m.recordDone(50);
+    expect(m.canSend(50)).toBe(0);
+    m.recordSent(50);
+    m.recordAnnounced(100, { remaining: 8, resetInMs: 8_950 }); // the answer to the send at 50
+    m.recordDone(100);
+    // Not at once: the last send was at 50, the next goes about a second after it.
+    expect(m.canSend(100)).toBeCloseTo(1068.75, 6);
+  });
+
+  it("ThrottlingScopeManager.recordAnnounced(): a limit and a window are the learned quota, paced over each next window", () => {
+    const m = manager({ delayMs: 0, concurrency: 16 });
+    m.recordSent(0);
+    m.recordAnnounced(0, { limit: 5, windowMs: 1_000, remaining: 4, resetInMs: 1_000 });
+    m.recordDone(0);
+    expect(m.state(0).quota).toEqual({ limit: 5, used: 1, resetsAt: 1_000 });
+    const sends = sendGreedily(m, 0, 3_000);
+    expect(sends).toEqual([
+      0,
+      200,
+      400,
+      600,
+      1_000,
+      1_200,
+      1_400,
+      1_600,
+      1_800,
+      2_000,
+      2_200,
+      2_400,
+      2_600,
+      2_800,
+    ]);
+    expect(m.state(2_900).quota).toEqual({ limit: 5, used: 5, resetsAt: 3_000 });
+  });
+
+  it("ThrottlingScopeManager.recordAnnounced(): without a limit the scope is free again after the reset", () => {
+    const m = manager({ delayMs: 0, concurrency: 16 });
+    m.recordAnnounced(0, { remaining: 2, resetInMs: 1_000 });
+    expect(m.state(0).quota).toBeUndefined();
+    expect(sendGreedily(m, 0, 1_000)).toEqual([0, 500]);
+    expect(sendGreedily(m, 1_000, 1_001)).toHaveLength(1000); // no budget in force: no wait at all
+  });
+
+  it("ThrottlingScopeManager.recordAnnounced(): a limit without a window takes the longest reset, in whole seconds, as its window", () => {
+    const m = manager({ delayMs: 0, concurrency: 16 });
+    // [now, remaining, reset, learned quota after]
+    const table: [number, number, number, unknown][] = [
+      [0, 4, 1_200, { limit: 5, used: 1, resetsAt: 1_200 }], // a window of 2 s
+      [100, 3, 1_100, { limit: 5, used: 2, resetsAt: 1_200 }], // the same reset, told later
+      [1_300, 4, 700, { limit: 5, used: 1, resetsAt: 2_000 }], // a shorter one: still 2 s
+      [2_100, 4, 2_950, { limit: 5, used: 1, resetsAt: 5_050 }], // longer: 3 s
+    ];
+    for (const [now, remaining, resetInMs, quota] of table) {
+      m.recordAnnounced(now, { limit: 5, remaining, resetInMs });
+      expect({ now, quota: m.state(now).quota }).toEqual({ now, quota });
+    }
+  });
+
+  it("ThrottlingScopeManager.recordAnnounced(): a configured quota wins over an announced one", () => {
+    const m = manager({ delayMs: 0, quota: 100, windowMs: 60_000 });
+    m.recordSent(0, 1);
+    m.recordAnnounced(0, { limit: 5, windowMs: 1_000, remaining: 4, resetInMs: 1_000 });
+    expect(m.state(0).quota).toEqual({ limit: 100, used: 1, resetsAt: 60_000 });
+  });
+
+  it("ThrottlingScopeManager.recordAnnounced() ignores values that are not finite and >= 0, and a reset of 0", () => {
+    const bad = [Number.NaN, -1, Infinity, -Infinity];
+    for (const v of bad) {
+      const m = manager({ delayMs: 0, concurrency: 4 });
+      m.recordAnnounced(0, { limit: v, windowMs: v, remaining: v, resetInMs: v });
+      m.recordAnnounced(0, { remaining: 0, resetInMs: v });
+      m.recordAnnounced(0, { remaining: v, resetInMs: 1_000 });
+      expect(m.canSend(0)).toBe(0);
+      expect(m.state(0)).toMatchObject({ holdUntil: 0, quota: undefined });
+    }
+    const zero = manager({ delayMs: 0 });
+    zero.recordAnnounced(0, { remaining: 0, resetInMs: 0 });
+    expect(zero.canSend(0)).toBe(0);
+  });
+
+  it("ThrottlingScopeManager.isIdle() is false while an announced budget is in force", () => {
+    const m = manager({ delayMs: 0 });
+    m.recordAnnounced(0, { remaining: 3, resetInMs: 1_000 });
+    expect([m.isIdle(500, 0), m.isIdle(1_000, 0)]).toEqual([false, true]);
+  });
+});

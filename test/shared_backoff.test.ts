@@ -87,6 +87,18 @@ describe("shareBackoff()", () => {
     expect(level(ta, "s.test")).toBe(1);
   });
 
+  it("shareBackoff() shares an announced budget's hold as a hold, with no backoff step", async () => {
+    const { ta, tb } = await sharingPair();
+    ta.recordAnnounced("r.test", { remaining: 0, resetInMs: 4_000 });
+    await until(
+      () => (tb.state("r.test")?.holdUntil ?? 0) > 0,
+      "the hold to reach the other throttler",
+    );
+    expect(tb.state("r.test")!.holdUntil - tb.scheduler.now()).toBeGreaterThan(3_000);
+    expect(level(tb, "r.test")).toBe(0);
+    expect(level(ta, "r.test")).toBe(0);
+  });
+
   it("shareBackoff() steps a scope up to the sender's level, not past it", async () => {
     const { a, b, ta, tb } = await sharingPair();
     tb.recordBackoff("l.test", { cause: "status 503" });

@@ -1,6 +1,7 @@
 import { from, map, mergeMap, of, timer } from "rxjs";
 import { describe, expect, it } from "vitest";
 import type { ThrottleEvent } from "../lib/events.ts";
+import { fixedWindowManager } from "../lib/fixed_window_manager.ts";
 import { InvalidScopesError } from "../lib/scopes.ts";
 import type { ThrottlerSettingsInput } from "../lib/settings.ts";
 import { createThrottler, type ThrottlerOptions } from "../lib/throttler.ts";
@@ -169,6 +170,56 @@ describe("Throttler stores", () => {
     throttler.reconcileQuota("api", { remaining: 0 });
     expect(throttler.state("api")!.quota!.used).toBe(10);
     expect(throttler.waitMs(["api"], [1])).toBe(1000);
+  });
+
+  it("Throttler.recordAnnounced() emits announced, and a ratelimit hold when the budget is spent", () => {
+    const t = setup();
+    const { scheduler, throttler, events } = t;
+    scheduler.schedule(() => {
+      throttler.recordAnnounced("a.test", {
+        limit: 10,
+        windowMs: 5_000,
+        remaining: 4,
+        resetInMs: 2_000,
+      });
+      throttler.recordAnnounced("a.test", { remaining: 0, resetInMs: 3_000, ignored: ["x: 1"] });
+    }, 100);
+    scheduler.flush();
+    expect(events.filter((e) => e.type === "announced" || e.type === "hold")).toEqual([
+      {
+        type: "announced",
+        at: 100,
+        scope: "a.test",
+        limit: 10,
+        windowMs: 5_000,
+        remaining: 4,
+        resetAt: 2_100,
+        ignored: undefined,
+      },
+      {
+        type: "announced",
+        at: 100,
+        scope: "a.test",
+        limit: undefined,
+        windowMs: undefined,
+        remaining: 0,
+        resetAt: 3_100,
+        ignored: ["x: 1"],
+      },
+      { type: "hold", at: 100, scope: "a.test", until: 3_100, source: "ratelimit" },
+    ]);
+    expect(throttler.state("a.test")).toMatchObject({
+      backoffLevel: 0,
+      holdUntil: 3_100,
+      quota: { limit: 10, used: 10, resetsAt: 3_100 },
+    });
+  });
+
+  it("Throttler.recordAnnounced() leaves a manager without recordAnnounced alone", () => {
+    const t = setup({ scopes: { "a.test": { quota: 5 } } }, { scopeManager: fixedWindowManager() });
+    t.throttler.recordAnnounced("a.test", { remaining: 0, resetInMs: 3_000 });
+    expect(t.throttler.waitMs(["a.test"])).toBe(0);
+    expect(t.events.filter((e) => e.type === "hold")).toEqual([]);
   });
 
   it("Throttler.setBaseDelay() and setConcurrency() change a scope's limits", () => {

@@ -281,6 +281,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         delayMs: s.delayMs,
         backoffLevel: s.backoffLevel,
         holdLeftMs: Math.max(0, s.holdUntil - now),
+        ...(s.quota === undefined ? {} : { quota: { used: s.quota.used, limit: s.quota.limit } }),
         counts: stats.scope(s.scope).counts,
         ratePerSec: stats.rate(s.scope, now),
       }));

@@ -22,6 +22,11 @@ export interface LiveScopeRow {
   readonly backoffLevel: number;
   /** Time left in a hard hold (Retry-After), in ms; 0 when none. */
   readonly holdLeftMs: number;
+  /**
+   * The quota of the current window, configured or learned from the
+   * server's rate-limit headers; the column shows only when a row has one.
+   */
+  readonly quota?: { readonly used: number; readonly limit: number };
   /** Attempts by status class. */
   readonly counts: StatusCounts;
   /** Completed attempts per second, recently. */
@@ -93,6 +98,7 @@ const COLUMNS: readonly { readonly title: string; readonly width: number }[] = [
   { title: "delay", width: 8 },
   { title: "backoff", width: 8 },
   { title: "hold", width: 7 },
+  { title: "quota", width: 10 },
   { title: "2xx", width: 7 },
   { title: "3xx", width: 6 },
   { title: "4xx", width: 6 },
@@ -100,7 +106,7 @@ const COLUMNS: readonly { readonly title: string; readonly width: number }[] = [
   { title: "err", width: 6 },
   { title: "req/s", width: 7 },
 ];
-const DROP_ORDER: readonly string[] = ["3xx", "err", "hold", "backoff", "4xx"];
+const DROP_ORDER: readonly string[] = ["3xx", "err", "hold", "quota", "backoff", "4xx"];
 const MIN_SCOPE = 16;
 
 function totalWidth(columns: readonly { readonly width: number }[]): number {
@@ -139,7 +145,9 @@ export function renderLiveView(state: LiveViewState, width: number): string {
   const filled = Math.round(pct * barWidth);
   lines.push(fit(`[${"#".repeat(filled)}${".".repeat(barWidth - filled)}] ${tail}`, w));
   // On a narrow terminal the least telling columns go first, so the scope keeps room.
-  let columns = COLUMNS;
+  let columns = state.rows.some((r) => r.quota !== undefined)
+    ? COLUMNS
+    : COLUMNS.filter((c) => c.title !== "quota");
   for (const drop of DROP_ORDER) {
     if (w - totalWidth(columns) >= MIN_SCOPE) break;
     columns = columns.filter((c) => c.title !== drop);
@@ -154,6 +162,7 @@ export function renderLiveView(state: LiveViewState, width: number): string {
       delay: formatDelay(row.delayMs),
       backoff: row.backoffLevel > 0 ? `L${row.backoffLevel}` : "-",
       hold: row.holdLeftMs > 0 ? formatDuration(row.holdLeftMs) : "-",
+      quota: row.quota === undefined ? "-" : `${Math.round(row.quota.used)}/${row.quota.limit}`,
       "2xx": String(row.counts["2xx"]),
       "3xx": String(row.counts["3xx"]),
       "4xx": String(row.counts["4xx"]),

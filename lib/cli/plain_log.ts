@@ -74,6 +74,8 @@ export function formatPlainEvent(
       { type: "request-sent" },
       { type: "request-done" },
       { type: "retry" },
+      // Every response with rate-limit headers has one: the debug log shows them.
+      { type: "announced" },
       () => undefined,
     )
     .exhaustive();
