@@ -15,7 +15,12 @@ function manager(
   settings: ThrottlerSettingsInput = {},
   random: () => number = () => 0.5,
 ): ThrottlingScopeManager {
-  const config = resolveScopeConfig(parseSettings({ ...settings, scopes: { [S]: scope } }), S);
+  // The reference's arithmetic (exponential steps): the scope is not adaptive
+  // unless a test says so (adaptive scopes: test/rampup.test.ts).
+  const config = resolveScopeConfig(
+    parseSettings({ ...settings, scopes: { [S]: { adaptive: false, ...scope } } }),
+    S,
+  );
   return new ThrottlingScopeManager({ scope: S, config, random });
 }
 
