@@ -9,6 +9,7 @@
  * @module
  */
 import { describeValue } from "./_describe_value.ts";
+import { scheduleAfter } from "./_timer.ts";
 import { InvalidRequestError } from "./download_errors.ts";
 import {
   asyncScheduler,
@@ -982,11 +983,11 @@ export class RequestQueue<R> {
     this.#timer = undefined;
     this.#timerAt = at;
     if (at === Infinity) return;
-    this.#timer = this.#scheduler.schedule(() => {
+    this.#timer = scheduleAfter(this.#scheduler, at - this.#scheduler.now(), () => {
       this.#timer = undefined;
       this.#timerAt = Infinity;
       this.#drain();
-    }, Math.max(0, at - this.#scheduler.now()));
+    });
   }
 
   #scheduleFlush(): void {
