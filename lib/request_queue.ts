@@ -640,15 +640,29 @@ export class RequestQueue<R> {
    * Clean stop: writes a compacted job directory (pending and in-flight
    * requests, seen fingerprints) and closes it. The queue must not be used
    * afterwards; a new queue on the same directory resumes.
+   *
+   * @throws {JobDirWriteError} When the compacted log cannot be written (the
+   * directory is closed all the same, its old log whole and resumable).
    */
   close(): void {
     this.#flushTimer?.unsubscribe();
     this.#flushTimer = undefined;
-    if (this.#jobDir !== undefined) {
+    const jd = this.#jobDir;
+    if (jd === undefined) return;
+    let failure: unknown;
+    try {
       this.#compact();
-      this.#jobDir.close();
-      this.#jobDir = undefined;
+    } catch (error) {
+      failure = error;
     }
+    this.#jobDir = undefined;
+    // Closed even when the compaction failed: the old log is still whole.
+    try {
+      jd.close();
+    } catch (error) {
+      failure ??= error;
+    }
+    if (failure !== undefined) throw failure;
   }
 
   // ---- subscription -------------------------------------------------------
@@ -690,7 +704,11 @@ export class RequestQueue<R> {
       this.#timer?.unsubscribe();
       this.#timer = undefined;
       this.#timerAt = Infinity;
-      this.#jobDir?.flush();
+      try {
+        this.#jobDir?.flush();
+      } catch {
+        // Reported to the subscriber that failed, or again by close().
+      }
     };
   }
 
@@ -698,7 +716,9 @@ export class RequestQueue<R> {
     try {
       this.enqueue(r, { start: true });
     } catch (e) {
-      if (!(e instanceof InvalidRequestError)) throw e;
+      // Anything else (a job directory that cannot be written) ends requests$:
+      // thrown from here it would be an unhandled error of the start stream.
+      if (!(e instanceof InvalidRequestError)) return this.#subscriber?.error(e);
       this.#warn("request-rejected", e.message);
     }
   }
@@ -994,7 +1014,11 @@ export class RequestQueue<R> {
     if (this.#flushTimer !== undefined || this.#jobDir === undefined) return;
     this.#flushTimer = this.#scheduler.schedule(() => {
       this.#flushTimer = undefined;
-      this.#jobDir?.flush();
+      try {
+        this.#jobDir?.flush();
+      } catch (error) {
+        this.#subscriber?.error(error);
+      }
     }, this.#flushIntervalMs);
   }
 

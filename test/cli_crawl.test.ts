@@ -512,4 +512,28 @@ describe("politely crawl", () => {
     },
     60_000,
   );
+  it.skipIf(!existsSync("/dev/full"))(
+    "politely crawl --output on a full disk (/dev/full) exits 2 with one line naming the file, and a resume sends every request",
+    async () => {
+      const s = await okServer();
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "urls.txt"),
+        Array.from({ length: 5 }, (_, i) => `${s.origin}/${i + 1}`).join("\n"),
+      );
+      const args = ["crawl", join(dir, "urls.txt"), "--jobdir", join(dir, "job"), "--quiet"];
+      const full = await politely([...args, "--output", "/dev/full"]);
+      expect(full.code).toBe(2);
+      expect(full.stderr).toBe(
+        "politely: Cannot write output '/dev/full': ENOSPC: no space left on device, write\n",
+      );
+      expect(existsSync(join(dir, "job", "requests.log.tmp"))).toBe(false);
+      const again = await politely([...args, "--output", join(dir, "out.jsonl")]);
+      expect(again.code).toBe(0);
+      // The first line never reached the disk, so no request was marked done.
+      expect(readLines(join(dir, "out.jsonl")).map((l) => new URL(l.url as string).pathname).sort())
+        .toEqual(["/1", "/2", "/3", "/4", "/5"]);
+    },
+    60_000,
+  );
 });

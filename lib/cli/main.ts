@@ -18,7 +18,7 @@ import { asyncScheduler } from "rxjs";
 import { startDemoSites } from "../demo/sites.ts";
 import { type CrawlArgs, type DemoArgs, parseCliArgs, USAGE, UsageError } from "./args.ts";
 import { resolveCliSettings, SettingsError } from "./cli_settings.ts";
-import { runCrawl, type ViewMode } from "./crawl.ts";
+import { isWriteError, runCrawl, type ViewMode } from "./crawl.ts";
 import {
   DEMO_PAGES,
   demoFollow,
@@ -207,6 +207,8 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
         ? { note: `Ctrl-C stops; ${args.jobDir} keeps what is left` }
         : {}),
     });
+    // Said on stderr by the crawl, in one line naming the file.
+    if (isWriteError(result.error)) return EXIT_USAGE;
     const cause = result.stoppedBy === "signal" ? interrupt.cause() ?? "SIGINT" : undefined;
     say(formatSummary(result.stats, result.endedAt, {
       interrupted: cause !== undefined,
