@@ -113,6 +113,13 @@ const queueSchema = z.object({
   jobDir: z.string().min(1).optional(),
 }).strict();
 
+const downloadSchema = z.object({
+  /** Abort a response body past this many bytes; 0 for no limit (DOWNLOAD_MAXSIZE). */
+  maxSizeBytes: z.number().int().nonnegative().optional(),
+  /** Warn about a response body past this many bytes; 0 for never (DOWNLOAD_WARNSIZE). */
+  warnSizeBytes: z.number().int().nonnegative().optional(),
+}).strict();
+
 const autothrottleSchema = z.object({
   enabled: z.boolean().optional(),
   startDelayMs: duration.optional(),
@@ -142,6 +149,7 @@ export const settingsSchema = z.object({
   throttlingRobotsTxtObey: z.boolean().optional(),
   robotsTxtMaxDelayMs: duration.optional(),
   downloadTimeoutMs: positiveDuration.optional(),
+  download: downloadSchema.optional(),
   userAgent: z.string().min(1).optional(),
   debug: z.boolean().optional(),
 }).strict().superRefine(checkBackoffBounds);
@@ -303,6 +311,10 @@ export interface ThrottlerSettings {
   readonly throttlingRobotsTxtObey: boolean;
   readonly robotsTxtMaxDelayMs: number;
   readonly downloadTimeoutMs: number;
+  readonly download: {
+    readonly maxSizeBytes: number;
+    readonly warnSizeBytes: number;
+  };
   readonly userAgent: string;
   readonly debug: boolean;
 }
@@ -350,6 +362,8 @@ export const DEFAULTS: ThrottlerSettings = {
   throttlingRobotsTxtObey: true,
   robotsTxtMaxDelayMs: 60_000,
   downloadTimeoutMs: 180_000,
+  // Scrapy's: 1 GiB and 32 MiB.
+  download: { maxSizeBytes: 1_073_741_824, warnSizeBytes: 33_554_432 },
   userAgent: "politely/0.1 (+https://www.npmjs.com/package/politely)",
   debug: false,
 };
@@ -456,6 +470,10 @@ export function parseSettings(input: unknown = {}, what = "throttler"): Throttle
     throttlingRobotsTxtObey: s.throttlingRobotsTxtObey ?? d.throttlingRobotsTxtObey,
     robotsTxtMaxDelayMs: s.robotsTxtMaxDelayMs ?? d.robotsTxtMaxDelayMs,
     downloadTimeoutMs: s.downloadTimeoutMs ?? d.downloadTimeoutMs,
+    download: {
+      maxSizeBytes: s.download?.maxSizeBytes ?? d.download.maxSizeBytes,
+      warnSizeBytes: s.download?.warnSizeBytes ?? d.download.warnSizeBytes,
+    },
     userAgent: s.userAgent ?? d.userAgent,
     debug: s.debug ?? d.debug,
   };

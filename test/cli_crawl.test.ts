@@ -536,4 +536,38 @@ describe("politely crawl", () => {
     },
     60_000,
   );
+  it(
+    "politely crawl ends a body over DOWNLOAD_MAXSIZE as a ResponseTooLargeError outcome and warns past DOWNLOAD_WARNSIZE",
+    async () => {
+      server = await startRecordingServer((req, res) => {
+        res.writeHead(200, { "content-type": "text/plain" });
+        res.end("x".repeat(req.url === "/big" ? 50_000 : 5_000));
+      });
+      const s = server;
+      const dir = tempDir();
+      writeFileSync(join(dir, "urls.txt"), `${s.origin}/big\n${s.origin}/small\n`);
+      const run = await politely([
+        "crawl",
+        join(dir, "urls.txt"),
+        "--plain",
+        "--output",
+        join(dir, "out.jsonl"),
+        "--set",
+        "DOWNLOAD_MAXSIZE=20000",
+        "--set",
+        "DOWNLOAD_WARNSIZE=1000",
+      ]);
+      expect(run.code).toBe(0);
+      const out = readLines(join(dir, "out.jsonl"));
+      const big = out.find((l) => (l.url as string).endsWith("/big"));
+      const small = out.find((l) => (l.url as string).endsWith("/small"));
+      expect(big?.error).toMatch(
+        /^ResponseTooLargeError: Response body of .*\/big .* over the limit of 20000 bytes/,
+      );
+      expect(big?.attempts).toBe(1); // not retried: the same body would come again
+      expect(small?.status).toBe(200);
+      expect(run.stdout).toContain("over the warning size of 1000 bytes (DOWNLOAD_WARNSIZE)");
+    },
+    30_000,
+  );
 });

@@ -412,6 +412,22 @@ describe("fromScrapySettings() durations and bounds", () => {
     });
   }
 
+  it("fromScrapySettings() maps DOWNLOAD_MAXSIZE and DOWNLOAD_WARNSIZE (bytes) onto download.*, Scrapy's defaults", () => {
+    const { settings, warnings } = fromScrapySettings({
+      DOWNLOAD_MAXSIZE: 10_485_760,
+      DOWNLOAD_WARNSIZE: 0,
+    });
+    expect(settings.download).toEqual({ maxSizeBytes: 10_485_760, warnSizeBytes: 0 });
+    expect(warnings).toEqual([]);
+    expect(parseSettings({}).download).toEqual({
+      maxSizeBytes: 1_073_741_824,
+      warnSizeBytes: 33_554_432,
+    });
+    expect(errorOf(() => fromScrapySettings({ DOWNLOAD_MAXSIZE: -1 })).message).toBe(
+      "Cannot create throttler as 'DOWNLOAD_MAXSIZE' must be >= 0: current value is -1",
+    );
+  });
+
   it("fromScrapySettings() accepts the longest wait a timer holds and a minimum equal to the maximum", () => {
     expect(fromScrapySettings({ DOWNLOAD_TIMEOUT: 2_147_483.647 }).settings.downloadTimeoutMs)
       .toBe(2_147_483_647);

@@ -255,7 +255,23 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
   const local = obeyRobotsTxt(
     throttler,
     options.download ??
-      createFetchDownload({ timeoutMs: settings.downloadTimeoutMs, userAgent: settings.userAgent }),
+      createFetchDownload({
+        timeoutMs: settings.downloadTimeoutMs,
+        userAgent: settings.userAgent,
+        maxSizeBytes: settings.download.maxSizeBytes,
+        warnSizeBytes: settings.download.warnSizeBytes,
+        // The outcome lines hold no body: keep it only for link following.
+        readBody: options.follow !== undefined,
+        onSizeWarning: (w) =>
+          throttler.emit({
+            type: "warning",
+            at: scheduler.now(),
+            code: "download-warnsize",
+            message: `Response body of ${w.url} ${
+              w.announced ? "announces" : "passed"
+            } ${w.bytes} bytes, over the warning size of ${w.warnSizeBytes} bytes (DOWNLOAD_WARNSIZE)`,
+          }),
+      }),
   );
   // Shared: the cluster lease is taken outside the robots.txt wrapper, so a
   // robots.txt fetch is inside a lease too and a site never sees more than
