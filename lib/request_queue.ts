@@ -177,6 +177,8 @@ export interface RequestQueueStats {
   readonly pending: number;
   /** Requests emitted and not yet marked done. */
   readonly inFlight: number;
+  /** Requests given back by `markUnsent`: never sent, kept in the job directory for a resume. */
+  readonly unsent: number;
   /** Requests waiting aside for their `throttlingDelayMs`. */
   readonly delayed: number;
   /** Requests in scope sets the view currently blocks. */
@@ -349,6 +351,8 @@ export class RequestQueue<R> {
   #unserializable = 0;
   #resumed = 0;
   #completed = 0;
+  /** Requests ended unsent (`markUnsent`): kept for the job directory's compaction. */
+  #unsent: Item<R>[] = [];
   #pending = 0;
   #inFlightCount = 0;
 
@@ -610,6 +614,33 @@ export class RequestQueue<R> {
     this.#drain();
   }
 
+  /**
+   * Says that a request emitted by `requests$` ends in this run without
+   * having been sent (an error of this side, `LOCAL_FAILURE`: robots.txt or a
+   * shared store unreachable). It stops counting as in flight, like
+   * `markDone`, but no completion is recorded: the job directory keeps it
+   * pending, so a resume sends it.
+   *
+   * @param request The request as emitted.
+   * @throws {RangeError} When the request is not in flight.
+   */
+  markUnsent(request: R): void {
+    const item = this.#inFlight.get(request);
+    if (item === undefined) {
+      throw new RangeError(
+        `Cannot mark request unsent as it is not in flight: current value is ${describe(request)}`,
+      );
+    }
+    if (item.sameNext === undefined) this.#inFlight.delete(request);
+    else this.#inFlight.set(request, item.sameNext);
+    item.sameNext = undefined;
+    this.#inFlightCount--;
+    this.#unsent.push(item);
+    const set = item.set;
+    if (!this.#staticView && set.state === READY && set.heapIndex >= 0) this.#refresh(set);
+    this.#drain();
+  }
+
   /** A snapshot of the stats. */
   stats(): RequestQueueStats {
     return {
@@ -626,6 +657,7 @@ export class RequestQueue<R> {
       completed: this.#completed,
       pending: this.#pending,
       inFlight: this.#inFlightCount,
+      unsent: this.#unsent.length,
       delayed: this.#aside.size,
       blocked: this.#blockedCount,
     };
@@ -1114,6 +1146,7 @@ export class RequestQueue<R> {
     const live: Item<R>[] = [];
     for (const set of this.#sets.values()) for (const item of set.buckets) live.push(item);
     for (const item of this.#aside.values()) live.push(item);
+    for (const item of this.#unsent) live.push(item);
     for (const first of this.#inFlight.values()) {
       for (let item: Item<R> | undefined = first; item !== undefined; item = item.sameNext) {
         live.push(item);

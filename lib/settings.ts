@@ -148,6 +148,10 @@ export const settingsSchema = z.object({
   robotsTxtObey: z.boolean().optional(),
   throttlingRobotsTxtObey: z.boolean().optional(),
   robotsTxtMaxDelayMs: duration.optional(),
+  /** While robots.txt is unreachable (5xx, network error), how long before it is asked again. */
+  robotsTxtRetryMs: positiveDuration.optional(),
+  /** How many more times an unreachable robots.txt is asked before the site's URLs end unsent. */
+  robotsTxtRetries: z.number().int().nonnegative().optional(),
   downloadTimeoutMs: positiveDuration.optional(),
   download: downloadSchema.optional(),
   userAgent: z.string().min(1).optional(),
@@ -310,6 +314,8 @@ export interface ThrottlerSettings {
   readonly robotsTxtObey: boolean;
   readonly throttlingRobotsTxtObey: boolean;
   readonly robotsTxtMaxDelayMs: number;
+  readonly robotsTxtRetryMs: number;
+  readonly robotsTxtRetries: number;
   readonly downloadTimeoutMs: number;
   readonly download: {
     readonly maxSizeBytes: number;
@@ -361,6 +367,8 @@ export const DEFAULTS: ThrottlerSettings = {
   robotsTxtObey: false,
   throttlingRobotsTxtObey: true,
   robotsTxtMaxDelayMs: 60_000,
+  robotsTxtRetryMs: 60_000,
+  robotsTxtRetries: 4,
   downloadTimeoutMs: 180_000,
   // Scrapy's: 1 GiB and 32 MiB.
   download: { maxSizeBytes: 1_073_741_824, warnSizeBytes: 33_554_432 },
@@ -469,6 +477,8 @@ export function parseSettings(input: unknown = {}, what = "throttler"): Throttle
     robotsTxtObey: s.robotsTxtObey ?? d.robotsTxtObey,
     throttlingRobotsTxtObey: s.throttlingRobotsTxtObey ?? d.throttlingRobotsTxtObey,
     robotsTxtMaxDelayMs: s.robotsTxtMaxDelayMs ?? d.robotsTxtMaxDelayMs,
+    robotsTxtRetryMs: s.robotsTxtRetryMs ?? d.robotsTxtRetryMs,
+    robotsTxtRetries: s.robotsTxtRetries ?? d.robotsTxtRetries,
     downloadTimeoutMs: s.downloadTimeoutMs ?? d.downloadTimeoutMs,
     download: {
       maxSizeBytes: s.download?.maxSizeBytes ?? d.download.maxSizeBytes,

@@ -570,4 +570,62 @@ describe("politely crawl", () => {
     },
     30_000,
   );
+  it(
+    "politely crawl does not mark URLs done when robots.txt is unreachable: exit 3, and a resume sends them",
+    async () => {
+      let robotsDown = true;
+      server = await startRecordingServer((req, res) => {
+        if (req.url === "/robots.txt") {
+          res.writeHead(robotsDown ? 503 : 200, { connection: "close" });
+          res.end(robotsDown ? "busy" : "User-agent: *\nDisallow: /private\n");
+          return;
+        }
+        res.writeHead(200, { connection: "close" });
+        res.end("ok");
+      });
+      const s = server;
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "urls.txt"),
+        ["/a", "/b", "/private/c"].map((p) => `${s.origin}${p}`).join("\n"),
+      );
+      const args = [
+        "crawl",
+        join(dir, "urls.txt"),
+        "--jobdir",
+        join(dir, "job"),
+        "--quiet",
+        "--set",
+        "ROBOTSTXT_OBEY=True",
+        "--set",
+        "robotsTxtRetries=1",
+        "--set",
+        "robotsTxtRetryMs=200",
+      ];
+      const first = await politely([...args, "--output", join(dir, "first.jsonl")]);
+      expect(first.code).toBe(3);
+      expect(first.stderr).toContain("3 requests were not sent");
+      expect(first.stderr).toContain("run the same command again");
+      // robots.txt asked again (at least once more after 200 ms); no page was sent.
+      const asked = s.arrivals.map((a) => a.path);
+      expect(asked.length).toBeGreaterThanOrEqual(2);
+      expect(new Set(asked)).toEqual(new Set(["/robots.txt"]));
+      for (const line of readLines(join(dir, "first.jsonl"))) {
+        expect(line.error).toMatch(/^RobotsTxtDisallowedError: .*unreachable \(status 503\)/);
+      }
+      robotsDown = false;
+      const second = await politely([...args, "--output", join(dir, "second.jsonl")]);
+      expect(second.code).toBe(0);
+      const byPath = Object.fromEntries(
+        readLines(join(dir, "second.jsonl")).map((l) => [
+          new URL(l.url as string).pathname,
+          l.status ?? l.error,
+        ]),
+      );
+      expect(byPath["/a"]).toBe(200);
+      expect(byPath["/b"]).toBe(200);
+      expect(byPath["/private/c"]).toMatch(/^RobotsTxtDisallowedError: .*robots.txt disallows it/);
+    },
+    60_000,
+  );
 });

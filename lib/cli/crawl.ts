@@ -116,8 +116,13 @@ export interface CrawlResult {
   readonly stoppedBy: "signal" | "duration" | undefined;
   /** Scheduler time at the end. */
   readonly endedAt: number;
-  /** Requests not ended (kept in the job directory when there is one). */
+  /** Requests not ended (kept in the job directory when there is one), `unsent` included. */
   readonly pending: number;
+  /**
+   * Requests that ended this run unsent (robots.txt or the shared store
+   * unreachable): never sent, not marked done, so a resume sends them.
+   */
+  readonly unsent: number;
   /**
    * Downloads in flight when the crawl was stopped (Ctrl-C or the duration),
    * aborted; they are among `pending`. 0 when the crawl finished.
@@ -406,7 +411,8 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         stats,
         stoppedBy,
         endedAt: scheduler.now(),
-        pending: q.pending + q.inFlight,
+        pending: q.pending + q.inFlight + q.unsent,
+        unsent: q.unsent,
         aborted,
         filtered: q.filtered,
         throttler,

@@ -5,7 +5,8 @@
  * dispatches, and exits with the code the command chose.
  *
  * Exit codes: 0 every request ended (failures included); 2 bad arguments,
- * settings, input or output (one line on stderr); 128 + the signal's number
+ * settings, input or output (one line on stderr); 3 some requests were never
+ * sent (robots.txt or the shared store unreachable); 128 + the signal's number
  * after a clean stop on a signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP); 141
  * when the reader of stdout went away (what a process killed by SIGPIPE
  * reports). See docs/CLI.md.
@@ -40,6 +41,11 @@ export const EXIT_OK = 0;
 export const EXIT_USAGE = 2;
 /** Exit code: stopped by SIGINT (128 + 2, as shells report it). */
 export const EXIT_INTERRUPTED = 130;
+/**
+ * Exit code: the crawl ended, but some requests were never sent (robots.txt
+ * or the shared store unreachable); a job directory keeps them for a resume.
+ */
+export const EXIT_UNSENT = 3;
 /** Exit code: stopped by SIGHUP (128 + 1). */
 export const EXIT_HANGUP = 129;
 /** Exit code: stopped by SIGTERM (128 + 15): `timeout`, systemd, Docker, Kubernetes. */
@@ -217,7 +223,18 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       ...(cause !== undefined ? { aborted: result.aborted, stoppedBy: STOP_NAME[cause] } : {}),
       ...(args.jobDir !== undefined ? { jobDir: args.jobDir } : {}),
     }));
-    if (cause === undefined) return EXIT_OK;
+    if (cause === undefined) {
+      if (result.unsent === 0) return EXIT_OK;
+      process.stderr.write(
+        `politely: ${result.unsent} request${
+          result.unsent === 1 ? " was" : "s were"
+        } not sent (robots.txt or the shared store unreachable); ` +
+          (args.jobDir !== undefined
+            ? `run the same command again to send them from ${args.jobDir}\n`
+            : "with --jobdir a second run would send them\n"),
+      );
+      return EXIT_UNSENT;
+    }
     // A reader that went away wants nothing more; like `yes | head`, say nothing.
     if (cause !== "stdout-closed") {
       process.stderr.write(
