@@ -10,6 +10,8 @@
  */
 import type { z } from "zod";
 import { closestName } from "./_closest_name.ts";
+import { MAX_TIMER_MS } from "./_timer.ts";
+import type { SettingsRelation } from "./settings.ts";
 // A cycle (settings.ts imports this file too) that is safe: the schema is only
 // read when an error is being formatted, long after both modules have loaded.
 
@@ -203,11 +205,11 @@ function toProblem(
   issue: Issue,
   base: Path,
   input: unknown,
-  scaleAt: (p: Path) => number,
+  locate: (p: Path) => SettingOrigin | undefined,
 ): Problem {
   const path = [...base, ...issue.path];
   const value = valueAt(input, path);
-  const scale = scaleAt(path);
+  const scale = locate(path)?.scale ?? 1;
   switch (issue.code) {
     case "unrecognized_keys":
       return { kind: "unknown", path, expected: "", keys: issue.keys };
@@ -235,7 +237,10 @@ function toProblem(
         return { kind: "range", path, expected };
       }
       const op = small ? (issue.inclusive ? ">=" : ">") : (issue.inclusive ? "<=" : "<");
-      return { kind: "range", path, expected: `must be ${op} ${formatBound(bound, scale)}` };
+      const why = !small && bound === MAX_TIMER_MS
+        ? " (the longest a timer can wait, about 24.8 days)"
+        : "";
+      return { kind: "range", path, expected: `must be ${op} ${formatBound(bound, scale)}${why}` };
     }
     case "not_multiple_of":
       return {
@@ -256,7 +261,7 @@ function toProblem(
     case "invalid_key": {
       const inner = issue.issues[0];
       const key = path[path.length - 1];
-      const problem = inner ? toProblem(inner, [], key, () => 1) : undefined;
+      const problem = inner ? toProblem(inner, [], key, () => undefined) : undefined;
       return {
         kind: problem?.kind === "type" ? "type" : "range",
         path,
@@ -274,7 +279,7 @@ function toProblem(
       const meant = branches.find((b) =>
         b.some((i) => i.path.length > 0 || (i.code !== "invalid_type" && i.code !== "custom"))
       );
-      if (meant) return toProblem(meant[0]!, path, input, scaleAt);
+      if (meant) return toProblem(meant[0]!, path, input, locate);
       const custom = branches.flat().find((i) => i.code === "custom");
       if (custom) return { kind: "type", path, expected: `is invalid (${custom.message})` };
       const expected = branches.flat().flatMap((i) =>
@@ -282,7 +287,21 @@ function toProblem(
       );
       return { kind: "type", path, expected: `must be ${orList(expected)}` };
     }
-    case "custom":
+    case "custom": {
+      const relation = relationOf(issue);
+      if (relation !== undefined) {
+        const other = locate(relation.other);
+        const name = other?.name ?? formatPath(relation.other);
+        const shown = other !== undefined && other.value !== undefined
+          ? formatValue(other.value)
+          : formatValue(relation.otherValue / (other?.scale ?? 1));
+        const note = relation.otherIsDefault ? ", its default" : "";
+        return {
+          kind: "range",
+          path,
+          expected: `must be ${relation.relation} '${name}' (${shown}${note})`,
+        };
+      }
       // Refinements of our schema check the contents of a value of the right
       // type ([low, high] order); custom types check the type itself.
       return {
@@ -290,7 +309,18 @@ function toProblem(
         path,
         expected: `is invalid (${issue.message})`,
       };
+    }
   }
+}
+
+/** The relation between two settings a `custom` issue carries, if any. */
+function relationOf(issue: Issue): SettingsRelation | undefined {
+  if (issue.code !== "custom") return undefined;
+  const params = issue.params as Partial<SettingsRelation> | undefined;
+  return params !== undefined && Array.isArray(params.other) &&
+      typeof params.otherValue === "number"
+    ? params as SettingsRelation
+    : undefined;
 }
 
 /**
@@ -324,14 +354,13 @@ export function formatSettingsError(
 ): TypeError | RangeError {
   const schema = options.schema;
   const locate = options.locate ?? (() => undefined);
-  const scaleAt = (path: Path) => locate(path)?.scale ?? 1;
   const issues = error.issues as Issue[];
   // Unknown names first: a typo explains the other complaints more often than not.
   const first = issues.find((i) => i.code === "unrecognized_keys") ?? issues[0];
   if (first === undefined) {
     return new TypeError(`Cannot create ${what} as its settings are invalid`, { cause: error });
   }
-  const problem = toProblem(first, [], input, scaleAt);
+  const problem = toProblem(first, [], input, locate);
   // A bad record key is described through the record that holds it.
   const namedPath = problem.isKey ? problem.path.slice(0, -1) : problem.path;
   const origin = locate(namedPath);

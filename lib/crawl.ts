@@ -9,7 +9,7 @@
 import { isPromiseLike } from "./_is_promise_like.ts";
 import { identity, Observable, type OperatorFunction } from "rxjs";
 import type { Outcome } from "./outcome.ts";
-import { InvalidRequestError } from "./download_errors.ts";
+import { InvalidRequestError, isLocalFailure } from "./download_errors.ts";
 import type { RequestQueue } from "./request_queue.ts";
 import type { Throttler } from "./throttler.ts";
 import { type DownloadFn, throttleByScope } from "../operators/throttle_by_scope.ts";
@@ -42,7 +42,9 @@ export interface CrawlOptions<R, T> {
  * Runs a crawl: queue → `throttleByScope` → `backoffOn` → `discover` → queue.
  *
  * Emits every final outcome (after retries) and completes when the queue is
- * empty and nothing is in flight. Unsubscribing stops everything: downloads
+ * empty and nothing is in flight. An error outcome that was never sent (a
+ * `LOCAL_FAILURE`: robots.txt or a shared store unreachable) is given back
+ * with `queue.markUnsent`, not marked done, so a job directory keeps it. Unsubscribing stops everything: downloads
  * in flight are aborted and stay pending in the queue, so with a job
  * directory the crawl resumes from there (call `queue.close()` for a clean,
  * compacted stop). An error thrown by `discover`, or from the queue's start
@@ -91,6 +93,12 @@ export function crawl<R, T>(options: CrawlOptions<R, T>): Observable<Outcome<R, 
       if (closed) return;
       try {
         enqueueAll(found);
+        // Never sent (robots.txt or a shared store unreachable): not done,
+        // so a job directory keeps it for a resume.
+        if (outcome.kind === "error" && isLocalFailure(outcome.error)) {
+          queue.markUnsent(outcome.request);
+          return;
+        }
         // After the children: the queue may complete, or record the
         // completion in its job directory, only once they are in.
         queue.markDone(outcome.request);

@@ -110,6 +110,52 @@ export class ResponseDataLossError extends Error {
 }
 
 /**
+ * The response body is larger than allowed (`download.maxSizeBytes`, Scrapy's
+ * `DOWNLOAD_MAXSIZE`): the download was aborted once its `Content-Length`
+ * said so, or once the bytes received went past the limit, so no more of it
+ * was read or kept. No backoff trigger and no retry by default: the site is
+ * not overloaded, and the same response would come again.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ResponseTooLargeError } from "./download_errors.ts";
+ * const e = new ResponseTooLargeError("too large", { maxSizeBytes: 1024, receivedBytes: 2048 });
+ * assert.equal(e.maxSizeBytes, 1024);
+ * ```
+ */
+export class ResponseTooLargeError extends Error {
+  override readonly name: string = "ResponseTooLargeError";
+  /** The limit, in bytes. */
+  readonly maxSizeBytes: number;
+  /** Bytes received before the download was aborted (0 when `Content-Length` said enough). */
+  readonly receivedBytes: number;
+  /** The size the response announced (`Content-Length`), when it did. */
+  readonly expectedBytes: number | undefined;
+  /** The URL being downloaded, when known. */
+  readonly url: string | undefined;
+
+  /**
+   * @param message What was too large.
+   * @param options The limit, the sizes seen and the URL.
+   */
+  constructor(
+    message: string,
+    options: DownloadErrorOptions & {
+      readonly maxSizeBytes: number;
+      readonly receivedBytes: number;
+      readonly expectedBytes?: number;
+    },
+  ) {
+    super(message, errorOptions(options));
+    this.maxSizeBytes = options.maxSizeBytes;
+    this.receivedBytes = options.receivedBytes;
+    this.expectedBytes = options.expectedBytes;
+    this.url = options.url;
+  }
+}
+
+/**
  * The request cannot be sent: it has no URL, or one that does not parse. A
  * `TypeError`, since the request has the wrong shape; it is no backoff
  * trigger by default, as the server never saw it.
@@ -284,7 +330,8 @@ function firstCode(facts: ErrorFacts, among: ReadonlySet<string>): string | unde
 
 function isDownloadError(error: unknown): boolean {
   return error instanceof DownloadFailedError || error instanceof DownloadTimeoutError ||
-    error instanceof ResponseDataLossError || error instanceof InvalidRequestError;
+    error instanceof ResponseDataLossError || error instanceof InvalidRequestError ||
+    error instanceof ResponseTooLargeError;
 }
 
 function describe(error: unknown): string {

@@ -1,12 +1,18 @@
 /**
  * A download function over the runtime's `fetch` (Node, Deno and Bun all have
- * one): a timeout, an identifying User-Agent, the body read in full, and
- * failures turned into politely's download error classes.
+ * one): a timeout, an identifying User-Agent, the body streamed with a size
+ * limit (kept only when wanted), and failures turned into politely's download
+ * error classes.
  *
  * @module
  */
-import { classifyDownloadError, InvalidRequestError } from "./download_errors.ts";
+import {
+  classifyDownloadError,
+  InvalidRequestError,
+  ResponseTooLargeError,
+} from "./download_errors.ts";
 import { requestUrl } from "./request.ts";
+import { DEFAULTS } from "./settings.ts";
 import type { DownloadContext } from "../operators/throttle_by_scope.ts";
 
 /** A response as the fetch download gives it: plain data, easy to log as JSON. */
@@ -16,9 +22,22 @@ export interface FetchedResponse {
   readonly headers: Headers;
   /** The body as text (empty when `readBody` is false). */
   readonly body: string;
-  /** Body size in bytes. */
+  /** Body size in bytes (counted even when the body is not kept). */
   readonly bytes: number;
 }
+
+/** A body that went past `warnSizeBytes` (Scrapy's `DOWNLOAD_WARNSIZE`). */
+export interface DownloadSizeWarning {
+  readonly url: string;
+  /** The size that crossed the line: announced (`Content-Length`) or received so far. */
+  readonly bytes: number;
+  /** Whether `bytes` is the announced size, read before the body. */
+  readonly announced: boolean;
+  readonly warnSizeBytes: number;
+}
+
+const DEFAULT_MAX_SIZE_BYTES = DEFAULTS.download.maxSizeBytes;
+const DEFAULT_WARN_SIZE_BYTES = DEFAULTS.download.warnSizeBytes;
 
 /** Options of {@link createFetchDownload}. */
 export interface FetchDownloadOptions {
@@ -26,8 +45,26 @@ export interface FetchDownloadOptions {
   readonly timeoutMs?: number;
   /** Sent as `User-Agent` unless the request sets one. @default "politely/0.1" */
   readonly userAgent?: string;
-  /** Read the body. @default true */
+  /**
+   * Keep the body as text. When false the body is still downloaded (streamed,
+   * counted and held to `maxSizeBytes`) but nothing of it is kept.
+   * @default true
+   */
   readonly readBody?: boolean;
+  /**
+   * Abort a download whose body is larger (announced or received), with a
+   * `ResponseTooLargeError`; 0 for no limit (Scrapy's DOWNLOAD_MAXSIZE).
+   * @default 1_073_741_824 (1 GiB)
+   */
+  readonly maxSizeBytes?: number;
+  /**
+   * Call `onSizeWarning` once for a body larger than this; 0 for never
+   * (Scrapy's DOWNLOAD_WARNSIZE).
+   * @default 33_554_432 (32 MiB)
+   */
+  readonly warnSizeBytes?: number;
+  /** Told about a body past `warnSizeBytes`. @default nothing is told */
+  readonly onSizeWarning?: (warning: DownloadSizeWarning) => void;
   /** The fetch to use. @default globalThis.fetch */
   readonly fetch?: typeof fetch;
 }
@@ -35,11 +72,17 @@ export interface FetchDownloadOptions {
 /**
  * Make a download function for `throttleByScope` that uses `fetch`.
  *
- * @param options Timeout, User-Agent, body reading, fetch implementation.
+ * The body is read as a stream: a `Content-Length` over `maxSizeBytes` aborts
+ * before any of it is read, and a body that grows past it is aborted there,
+ * so memory never holds more than the limit (and nothing at all with
+ * `readBody: false`).
+ *
+ * @param options Timeout, User-Agent, body reading and size limits, fetch implementation.
  * @returns `(request, context) => Promise<FetchedResponse>`; rejects with
- *   `DownloadTimeoutError`, `DownloadFailedError`, `ResponseDataLossError` or
- *   `InvalidRequestError`.
- * @throws {RangeError} when `timeoutMs` is not a positive number.
+ *   `DownloadTimeoutError`, `DownloadFailedError`, `ResponseDataLossError`,
+ *   `ResponseTooLargeError` or `InvalidRequestError`.
+ * @throws {RangeError} when `timeoutMs` is not a positive number, or a size
+ *   limit not an integer >= 0.
  * @example
  * ```ts
  * import { createFetchDownload } from "./fetch_download.ts";
@@ -56,6 +99,9 @@ export function createFetchDownload(
       `Cannot create fetch download as 'timeoutMs' must be a finite number > 0: current value is ${timeoutMs}`,
     );
   }
+  const maxSize = sizeOption("maxSizeBytes", options.maxSizeBytes, DEFAULT_MAX_SIZE_BYTES);
+  const warnSize = sizeOption("warnSizeBytes", options.warnSizeBytes, DEFAULT_WARN_SIZE_BYTES);
+  const onSizeWarning = options.onSizeWarning;
   const userAgent = options.userAgent ?? "politely/0.1";
   const readBody = options.readBody ?? true;
   const doFetch = options.fetch ?? globalThis.fetch;
@@ -76,26 +122,87 @@ export function createFetchDownload(
     try {
       const response = await doFetch(url, init);
       phase = "body";
-      let body = "";
-      let bytes = 0;
-      if (readBody) {
-        const buffer = new Uint8Array(await response.arrayBuffer());
-        bytes = buffer.byteLength;
-        body = new TextDecoder().decode(buffer);
-      } else {
-        await response.body?.cancel();
+      const warn = (bytes: number, announced: boolean) =>
+        onSizeWarning?.({ url, bytes, announced, warnSizeBytes: warnSize });
+      const announced = contentLength(response.headers);
+      if (announced !== undefined && maxSize > 0 && announced > maxSize) {
+        response.body?.cancel().catch(() => {});
+        throw tooLarge(url, maxSize, 0, announced);
       }
+      let warned = false;
+      if (announced !== undefined && warnSize > 0 && announced > warnSize) {
+        warned = true;
+        warn(announced, true);
+      }
+      // Text is decoded chunk by chunk, so bytes and text are never both held whole.
+      const decoder = readBody ? new TextDecoder() : undefined;
+      const parts: string[] = [];
+      let bytes = 0;
+      const reader = response.body?.getReader();
+      if (reader !== undefined) {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          bytes += value.byteLength;
+          if (maxSize > 0 && bytes > maxSize) {
+            reader.cancel().catch(() => {});
+            throw tooLarge(url, maxSize, bytes, announced);
+          }
+          if (!warned && warnSize > 0 && bytes > warnSize) {
+            warned = true;
+            warn(bytes, false);
+          }
+          if (decoder !== undefined) parts.push(decoder.decode(value, { stream: true }));
+        }
+      }
+      if (decoder !== undefined) parts.push(decoder.decode());
       return {
         url: response.url || url,
         status: response.status,
         headers: response.headers,
-        body,
+        body: parts.join(""),
         bytes,
       };
     } catch (error) {
       throw classifyDownloadError(error, { url, input: request, timeoutMs, signal, phase });
     }
   };
+}
+
+function sizeOption(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new RangeError(
+      `Cannot create fetch download as '${name}' must be an integer >= 0: current value is ${value}`,
+    );
+  }
+  return value;
+}
+
+function contentLength(headers: Headers): number | undefined {
+  const text = headers.get("content-length");
+  if (text === null || !/^\d+$/.test(text.trim())) return undefined;
+  return Number(text.trim());
+}
+
+function tooLarge(
+  url: string,
+  maxSizeBytes: number,
+  receivedBytes: number,
+  expectedBytes: number | undefined,
+): ResponseTooLargeError {
+  const what = receivedBytes === 0 && expectedBytes !== undefined
+    ? `announces ${expectedBytes} bytes (Content-Length)`
+    : `passed ${maxSizeBytes} bytes`;
+  return new ResponseTooLargeError(
+    `Response body of ${url} ${what}, over the limit of ${maxSizeBytes} bytes (download.maxSizeBytes, DOWNLOAD_MAXSIZE)`,
+    {
+      url,
+      maxSizeBytes,
+      receivedBytes,
+      ...(expectedBytes !== undefined ? { expectedBytes } : {}),
+    },
+  );
 }
 
 function requestInit(request: unknown, userAgent: string, signal: AbortSignal): RequestInit {

@@ -9,18 +9,9 @@
  *
  * @module
  */
-import {
-  closeSync,
-  existsSync,
-  fsyncSync,
-  mkdirSync,
-  openSync,
-  readSync,
-  renameSync,
-  statSync,
-  writeSync,
-} from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { fsCalls, fsErrorText, writeAll } from "./_fs.ts";
 
 /** The log's file name inside the job directory. */
 export const JOB_DIR_LOG = "requests.log";
@@ -68,6 +59,30 @@ export interface JobDirRecovery {
   readonly warnings: JobDirWarning[];
 }
 
+/**
+ * A job directory file could not be written (a full disk, an I/O error). The
+ * log is left as it was before the failed write (a part-written record is cut
+ * off again), so a resume reads whole records only.
+ */
+export class JobDirWriteError extends Error {
+  override readonly name = "JobDirWriteError";
+  /** The file that could not be written. */
+  readonly path: string;
+  /** The system error code (`ENOSPC`, `EIO`), when there is one. */
+  readonly code: string | undefined;
+
+  /**
+   * @param path The file.
+   * @param cause The error of the failed call.
+   */
+  constructor(path: string, cause: unknown) {
+    super(`Cannot write job directory file '${path}': ${fsErrorText(cause)}`, { cause });
+    this.path = path;
+    const code = (cause as { code?: unknown } | null)?.code;
+    this.code = typeof code === "string" ? code : undefined;
+  }
+}
+
 /** Options of {@link JobDir.open}. */
 export interface JobDirOptions {
   /**
@@ -103,11 +118,20 @@ export class JobDir {
   #bufferedBytes = 0;
   #completionsSinceCompaction = 0;
   #closed = false;
+  /** The log's length in bytes: a failed write is cut back to it. */
+  #size: number;
+  /**
+   * Set when a write failed: records were lost, so no more are appended
+   * (a later one could refer to a lost one) until a compaction rewrites the
+   * whole state.
+   */
+  #failed: JobDirWriteError | undefined;
 
   private constructor(dir: string, fd: number, options: JobDirOptions) {
     this.#dir = dir;
     this.path = join(dir, JOB_DIR_LOG);
     this.#fd = fd;
+    this.#size = fsCalls.fstatSize(fd);
     this.#fsyncAlways = options.fsync === "always";
     this.#flushBytes = options.flushBytes ?? 1_048_576;
   }
@@ -137,8 +161,11 @@ export class JobDir {
     }
     mkdirSync(dir, { recursive: true });
     const path = join(dir, JOB_DIR_LOG);
+    // Left by a compaction that failed or crashed before its rename: never
+    // the log, and in the way of the next compaction.
+    fsCalls.rmSync(path + ".tmp");
     const recovered = existsSync(path) ? readLog(path) : undefined;
-    const fd = openSync(path, "a");
+    const fd = fsCalls.openSync(path, "a");
     const jobDir = new JobDir(dir, fd, options);
     if (recovered === undefined) {
       jobDir.#append(["H", FORMAT_VERSION]);
@@ -177,14 +204,33 @@ export class JobDir {
     return this.#completionsSinceCompaction;
   }
 
-  /** Writes the buffered records (one `write(2)`; `fsync` too when so configured). */
+  /**
+   * Writes the buffered records (one `write(2)`; `fsync` too when so configured).
+   *
+   * @throws {JobDirWriteError} When the write fails; the log is cut back to
+   * its last whole record, and every later flush throws the same error until
+   * a {@link compact} succeeds.
+   */
   flush(): void {
-    if (this.#closed || this.#buffer.length === 0) return;
-    const text = this.#buffer.join("");
+    if (this.#closed) return;
+    if (this.#failed !== undefined) throw this.#failed;
+    if (this.#buffer.length === 0) return;
+    const bytes = Buffer.from(this.#buffer.join(""), "utf8");
     this.#buffer = [];
     this.#bufferedBytes = 0;
-    writeAll(this.#fd, text);
-    if (this.#fsyncAlways) fsyncSync(this.#fd);
+    try {
+      writeAll(this.#fd, bytes);
+      if (this.#fsyncAlways) fsCalls.fsyncSync(this.#fd);
+    } catch (error) {
+      try {
+        fsCalls.ftruncateSync(this.#fd, this.#size);
+      } catch {
+        // The file may stay longer than its last whole record; reading it
+        // back skips a torn last record and compacts it away (see open).
+      }
+      throw (this.#failed = new JobDirWriteError(this.path, error));
+    }
+    this.#size += bytes.length;
   }
 
   /**
@@ -197,9 +243,20 @@ export class JobDir {
    */
   compact(pending: Iterable<JobDirEntry>, seen: Iterable<string>): void {
     if (this.#closed) return;
-    this.flush();
+    // The old log as complete as it can be, should the compaction fail. A
+    // failed flush is no reason not to try: the new log replaces it whole.
+    try {
+      this.flush();
+    } catch {
+      // Reported by the flush that failed first; the compaction decides now.
+    }
     const tmp = this.path + ".tmp";
-    const fd = openSync(tmp, "w");
+    let fd: number;
+    try {
+      fd = fsCalls.openSync(tmp, "w");
+    } catch (error) {
+      throw new JobDirWriteError(tmp, error);
+    }
     try {
       const chunk: string[] = [line(["H", FORMAT_VERSION])];
       let size = 0;
@@ -208,7 +265,7 @@ export class JobDir {
         chunk.push(l);
         size += l.length;
         if (size >= 1_048_576) {
-          writeAll(fd, chunk.join(""));
+          writeAll(fd, Buffer.from(chunk.join(""), "utf8"));
           chunk.length = 0;
           size = 0;
         }
@@ -218,25 +275,51 @@ export class JobDir {
         putLine(enqueueLine(e));
       }
       for (const fp of seen) if (!live.has(fp)) putLine(line(["F", fp]));
-      writeAll(fd, chunk.join(""));
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
+      writeAll(fd, Buffer.from(chunk.join(""), "utf8"));
+      fsCalls.fsyncSync(fd);
+      fsCalls.closeSync(fd);
+    } catch (error) {
+      // The old log stays the log; no half-written file is left behind.
+      try {
+        fsCalls.closeSync(fd);
+      } catch {
+        // Already closed, or unclosable: either way it is removed next.
+      }
+      fsCalls.rmSync(tmp);
+      throw new JobDirWriteError(tmp, error);
     }
-    renameSync(tmp, this.path);
+    try {
+      fsCalls.renameSync(tmp, this.path);
+    } catch (error) {
+      fsCalls.rmSync(tmp);
+      throw new JobDirWriteError(this.path, error);
+    }
     fsyncDir(this.#dir);
     closeSync(this.#fd);
-    this.#fd = openSync(this.path, "a");
+    this.#fd = fsCalls.openSync(this.path, "a");
+    this.#size = fsCalls.fstatSize(this.#fd);
+    this.#failed = undefined;
     this.#completionsSinceCompaction = 0;
   }
 
-  /** Writes what is buffered, fsyncs and closes the log. */
+  /**
+   * Writes what is buffered, fsyncs and closes the log. The log is closed
+   * even when the last write fails.
+   *
+   * @throws {JobDirWriteError} When what was buffered could not be written
+   * (not again after an earlier failure, which was already thrown).
+   */
   close(): void {
     if (this.#closed) return;
-    this.flush();
-    fsyncSync(this.#fd);
-    closeSync(this.#fd);
-    this.#closed = true;
+    try {
+      if (this.#failed === undefined) {
+        this.flush();
+        fsCalls.fsyncSync(this.#fd);
+      }
+    } finally {
+      closeSync(this.#fd);
+      this.#closed = true;
+    }
   }
 
   #append(record: unknown[]): void {
@@ -301,18 +384,12 @@ function parseHex8(text: string): number {
   return v;
 }
 
-function writeAll(fd: number, text: string): void {
-  const bytes = Buffer.from(text, "utf8");
-  let off = 0;
-  while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
-}
-
 function fsyncDir(dir: string): void {
   // Makes the rename durable on Linux; some platforms cannot open a directory.
   try {
     const fd = openSync(dir, "r");
     try {
-      fsyncSync(fd);
+      fsCalls.fsyncSync(fd);
     } finally {
       closeSync(fd);
     }

@@ -9,6 +9,7 @@
  * @module
  */
 import { describeValue } from "./_describe_value.ts";
+import { scheduleAfter } from "./_timer.ts";
 import { InvalidRequestError } from "./download_errors.ts";
 import {
   asyncScheduler,
@@ -176,6 +177,8 @@ export interface RequestQueueStats {
   readonly pending: number;
   /** Requests emitted and not yet marked done. */
   readonly inFlight: number;
+  /** Requests given back by `markUnsent`: never sent, kept in the job directory for a resume. */
+  readonly unsent: number;
   /** Requests waiting aside for their `throttlingDelayMs`. */
   readonly delayed: number;
   /** Requests in scope sets the view currently blocks. */
@@ -348,6 +351,8 @@ export class RequestQueue<R> {
   #unserializable = 0;
   #resumed = 0;
   #completed = 0;
+  /** Requests ended unsent (`markUnsent`): kept for the job directory's compaction. */
+  #unsent: Item<R>[] = [];
   #pending = 0;
   #inFlightCount = 0;
 
@@ -609,6 +614,33 @@ export class RequestQueue<R> {
     this.#drain();
   }
 
+  /**
+   * Says that a request emitted by `requests$` ends in this run without
+   * having been sent (an error of this side, `LOCAL_FAILURE`: robots.txt or a
+   * shared store unreachable). It stops counting as in flight, like
+   * `markDone`, but no completion is recorded: the job directory keeps it
+   * pending, so a resume sends it.
+   *
+   * @param request The request as emitted.
+   * @throws {RangeError} When the request is not in flight.
+   */
+  markUnsent(request: R): void {
+    const item = this.#inFlight.get(request);
+    if (item === undefined) {
+      throw new RangeError(
+        `Cannot mark request unsent as it is not in flight: current value is ${describe(request)}`,
+      );
+    }
+    if (item.sameNext === undefined) this.#inFlight.delete(request);
+    else this.#inFlight.set(request, item.sameNext);
+    item.sameNext = undefined;
+    this.#inFlightCount--;
+    this.#unsent.push(item);
+    const set = item.set;
+    if (!this.#staticView && set.state === READY && set.heapIndex >= 0) this.#refresh(set);
+    this.#drain();
+  }
+
   /** A snapshot of the stats. */
   stats(): RequestQueueStats {
     return {
@@ -625,6 +657,7 @@ export class RequestQueue<R> {
       completed: this.#completed,
       pending: this.#pending,
       inFlight: this.#inFlightCount,
+      unsent: this.#unsent.length,
       delayed: this.#aside.size,
       blocked: this.#blockedCount,
     };
@@ -639,15 +672,29 @@ export class RequestQueue<R> {
    * Clean stop: writes a compacted job directory (pending and in-flight
    * requests, seen fingerprints) and closes it. The queue must not be used
    * afterwards; a new queue on the same directory resumes.
+   *
+   * @throws {JobDirWriteError} When the compacted log cannot be written (the
+   * directory is closed all the same, its old log whole and resumable).
    */
   close(): void {
     this.#flushTimer?.unsubscribe();
     this.#flushTimer = undefined;
-    if (this.#jobDir !== undefined) {
+    const jd = this.#jobDir;
+    if (jd === undefined) return;
+    let failure: unknown;
+    try {
       this.#compact();
-      this.#jobDir.close();
-      this.#jobDir = undefined;
+    } catch (error) {
+      failure = error;
     }
+    this.#jobDir = undefined;
+    // Closed even when the compaction failed: the old log is still whole.
+    try {
+      jd.close();
+    } catch (error) {
+      failure ??= error;
+    }
+    if (failure !== undefined) throw failure;
   }
 
   // ---- subscription -------------------------------------------------------
@@ -689,7 +736,11 @@ export class RequestQueue<R> {
       this.#timer?.unsubscribe();
       this.#timer = undefined;
       this.#timerAt = Infinity;
-      this.#jobDir?.flush();
+      try {
+        this.#jobDir?.flush();
+      } catch {
+        // Reported to the subscriber that failed, or again by close().
+      }
     };
   }
 
@@ -697,7 +748,9 @@ export class RequestQueue<R> {
     try {
       this.enqueue(r, { start: true });
     } catch (e) {
-      if (!(e instanceof InvalidRequestError)) throw e;
+      // Anything else (a job directory that cannot be written) ends requests$:
+      // thrown from here it would be an unhandled error of the start stream.
+      if (!(e instanceof InvalidRequestError)) return this.#subscriber?.error(e);
       this.#warn("request-rejected", e.message);
     }
   }
@@ -982,18 +1035,22 @@ export class RequestQueue<R> {
     this.#timer = undefined;
     this.#timerAt = at;
     if (at === Infinity) return;
-    this.#timer = this.#scheduler.schedule(() => {
+    this.#timer = scheduleAfter(this.#scheduler, at - this.#scheduler.now(), () => {
       this.#timer = undefined;
       this.#timerAt = Infinity;
       this.#drain();
-    }, Math.max(0, at - this.#scheduler.now()));
+    });
   }
 
   #scheduleFlush(): void {
     if (this.#flushTimer !== undefined || this.#jobDir === undefined) return;
     this.#flushTimer = this.#scheduler.schedule(() => {
       this.#flushTimer = undefined;
-      this.#jobDir?.flush();
+      try {
+        this.#jobDir?.flush();
+      } catch (error) {
+        this.#subscriber?.error(error);
+      }
     }, this.#flushIntervalMs);
   }
 
@@ -1089,6 +1146,7 @@ export class RequestQueue<R> {
     const live: Item<R>[] = [];
     for (const set of this.#sets.values()) for (const item of set.buckets) live.push(item);
     for (const item of this.#aside.values()) live.push(item);
+    for (const item of this.#unsent) live.push(item);
     for (const first of this.#inFlight.values()) {
       for (let item: Item<R> | undefined = first; item !== undefined; item = item.sameNext) {
         live.push(item);

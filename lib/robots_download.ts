@@ -32,6 +32,8 @@ import { from, Observable, type ObservableInput, type Subscription, take, timer 
 import type { DownloadContext, DownloadFn } from "../operators/throttle_by_scope.ts";
 import { hostScope, originScope } from "./domain_scopes.ts";
 import { requestUrl } from "./request.ts";
+import { LOCAL_FAILURE } from "./download_errors.ts";
+import { MAX_TIMER_MS } from "./_timer.ts";
 import {
   crawlDelayDecision,
   type CrawlDelayScopeConfig,
@@ -60,6 +62,14 @@ export class RobotsTxtDisallowedError extends Error {
   readonly source: RobotsSource;
   /** The robots.txt response's status, when there was one. */
   readonly status: number | undefined;
+
+  /**
+   * True for an unreachable robots.txt: the URL was never sent and may be
+   * sent once robots.txt answers, so it is no final answer about the URL.
+   */
+  get [LOCAL_FAILURE](): boolean {
+    return this.source === "unreachable";
+  }
 
   /**
    * @param url The URL that was not fetched.
@@ -105,6 +115,21 @@ export interface ObeyRobotsTxtOptions {
    * @default the global `fetch`, sending the settings' `userAgent`
    */
   readonly fetch?: RobotsFetch;
+  /**
+   * When robots.txt is unreachable (5xx, network error, time-out), how long
+   * the site's URLs wait (the scope held) before robots.txt is asked again;
+   * also how long the cache keeps that answer when it is made here.
+   * @default the settings' `robotsTxtRetryMs` (60_000)
+   */
+  readonly unreachableRetryMs?: number;
+  /**
+   * How many more times robots.txt is asked before the URL gives up, as a
+   * {@link RobotsTxtDisallowedError} with `source: "unreachable"`: an error
+   * of this side, never sent, so a crawl with a job directory keeps the URL
+   * for a resume (see `LOCAL_FAILURE`).
+   * @default the settings' `robotsTxtRetries` (4: robots.txt asked 5 times over 4 minutes)
+   */
+  readonly unreachableRetries?: number;
 }
 
 /**
@@ -141,16 +166,36 @@ export function obeyRobotsTxt<R, T>(
   if (!settings.robotsTxtObey) return download;
   const throttle = settings.throttlingRobotsTxtObey;
   const scheduler = throttler.scheduler;
+  const unreachableRetryMs = options.unreachableRetryMs ?? settings.robotsTxtRetryMs;
+  const unreachableRetries = options.unreachableRetries ?? settings.robotsTxtRetries;
+  if (!(unreachableRetryMs > 0) || unreachableRetryMs > MAX_TIMER_MS) {
+    throw new RangeError(
+      `Cannot obey robots.txt as 'unreachableRetryMs' must be > 0 and <= ${MAX_TIMER_MS}: current value is ${unreachableRetryMs}`,
+    );
+  }
+  if (!Number.isSafeInteger(unreachableRetries) || unreachableRetries < 0) {
+    throw new RangeError(
+      `Cannot obey robots.txt as 'unreachableRetries' must be an integer >= 0: current value is ${unreachableRetries}`,
+    );
+  }
   const robots = options.robots ?? createRobotsTxtCache({
     fetch: options.fetch ?? userAgentFetch(settings.userAgent),
     userAgent: settings.userAgent,
     scheduler,
     timeoutMs: settings.downloadTimeoutMs,
+    // An unreachable answer expires when it is time to ask again.
+    errorTtlMs: unreachableRetryMs,
   });
   /** Per scope manager (so a rebuilt scope decides again), the origins decided. */
   const decided = new WeakMap<object, Set<string>>();
   /** Concurrency to put back when the decision keeps the configuration. */
   const restricted = new Map<string, number>();
+  /**
+   * Origins whose robots.txt stayed unreachable through every retry: their
+   * URLs give up at once (unsent) until robots.txt answers again, rather than
+   * each waiting out the retries.
+   */
+  const exhausted = new Set<string>();
 
   const isDecided = (scope: string, origin: string): boolean =>
     decided.get(throttler.manager(scope))?.has(origin) === true;
@@ -239,11 +284,51 @@ export function obeyRobotsTxt<R, T>(
     targets: readonly string[],
   ): Observable<T> =>
     new Observable<T>((subscriber) => {
-      const fetchedHere = robots.peek(url) === undefined;
+      let fetchedHere = robots.peek(url) === undefined;
       for (const scope of targets) if (!isDecided(scope, origin)) restrict(scope);
-      const startedAt = scheduler.now();
+      let startedAt = scheduler.now();
       let inner: Subscription | undefined;
-      robots.get(url).then((rules) => {
+      let retrying = false;
+      let tries = 0;
+      let lastUnreachableAt: number | undefined;
+      const onRules = (rules: RobotsRules): void => {
+        if (rules.source !== "unreachable") exhausted.delete(origin);
+        else if (tries >= unreachableRetries) exhausted.add(origin);
+        if (rules.source === "unreachable" && !exhausted.has(origin)) {
+          // RFC 9309 2.3.1.4: an unreachable robots.txt disallows the whole
+          // site *for now*. The URL waits (in this one slot; the site's other
+          // requests wait at the gate, the scope held) and robots.txt is
+          // asked again once that answer expires, instead of the URL ending
+          // as disallowed after one 503.
+          if (subscriber.closed) return unrestrict();
+          const fresh = rules.fetchedAt !== lastUnreachableAt;
+          if (fresh) {
+            tries++;
+            lastUnreachableAt = rules.fetchedAt;
+            if (rules.fetchedAt >= startedAt) {
+              for (const scope of targets) {
+                throttler.recordBackoff(
+                  scope,
+                  {
+                    holdMs: unreachableRetryMs,
+                    cause: `robots.txt unreachable (${
+                      rules.status === undefined ? "no response" : `status ${rules.status}`
+                    })`,
+                  },
+                  "robots",
+                );
+              }
+            }
+          }
+          retrying = true;
+          inner = timer(unreachableRetryMs, scheduler).subscribe(() => {
+            retrying = false;
+            fetchedHere = robots.peek(url) === undefined;
+            startedAt = scheduler.now();
+            robots.get(url).then(onRules, onError);
+          });
+          return;
+        }
         // Decide even when the pipeline is gone: the scope was restricted.
         let delayMs = 0;
         for (const scope of targets) delayMs = Math.max(delayMs, decide(scope, origin, rules));
@@ -279,15 +364,25 @@ export function obeyRobotsTxt<R, T>(
             },
           });
         });
-      }, (error: unknown) => {
+      };
+      /** Undecided: the scopes get their concurrency back. */
+      const unrestrict = (): void => {
         for (const scope of targets) {
           const before = restricted.get(scope);
           restricted.delete(scope);
           if (before !== undefined) throttler.setConcurrency(scope, before);
         }
+      };
+      const onError = (error: unknown): void => {
+        unrestrict();
         if (!subscriber.closed) subscriber.error(error);
-      });
-      return () => inner?.unsubscribe();
+      };
+      robots.get(url).then(onRules, onError);
+      return () => {
+        inner?.unsubscribe();
+        // Stopped while waiting to ask again: nothing was decided.
+        if (retrying) unrestrict();
+      };
     });
 
   return (request, context) => {
@@ -304,7 +399,8 @@ export function obeyRobotsTxt<R, T>(
     if (isRobotsTxtPath(url)) return download(request, context);
     const targets = throttleTargets(host, context.scopes);
     const rules = robots.peek(url);
-    if (rules !== undefined) {
+    // An unreachable answer still cached goes the slow way, which waits and asks again.
+    if (rules !== undefined && rules.source !== "unreachable") {
       let all = true;
       for (const scope of targets) if (!isDecided(scope, origin)) all = false;
       if (all) {

@@ -81,6 +81,8 @@ const DIRECT: Readonly<Record<string, Mapping>> = {
   ROBOTSTXT_OBEY: { path: ["robotsTxtObey"] },
   USER_AGENT: { path: ["userAgent"] },
   DOWNLOAD_TIMEOUT: { path: ["downloadTimeoutMs"], scale: SECONDS },
+  DOWNLOAD_MAXSIZE: { path: ["download", "maxSizeBytes"] },
+  DOWNLOAD_WARNSIZE: { path: ["download", "warnSizeBytes"] },
   RETRY_ENABLED: { path: ["retry", "enabled"] },
   RETRY_TIMES: { path: ["retry", "times"] },
   RETRY_HTTP_CODES: { path: ["retry", "httpCodes"] },
@@ -176,8 +178,6 @@ export const IGNORED_SCRAPY_SETTINGS: ReadonlySet<string> = new Set([
   "DOWNLOAD_FAIL_ON_DATALOSS",
   "DOWNLOAD_HANDLERS",
   "DOWNLOAD_HANDLERS_BASE",
-  "DOWNLOAD_MAXSIZE",
-  "DOWNLOAD_WARNSIZE",
   "DUPEFILTER_DEBUG",
   "EDITOR",
   "EXTENSIONS",
@@ -617,10 +617,24 @@ function convert(
   return draft;
 }
 
+/**
+ * The Scrapy name of a setting the user did not write (a default another
+ * setting is checked against), so the message keeps to Scrapy's names and units.
+ */
+function unsetScrapyName(path: Path): SettingOrigin | undefined {
+  for (const [name, mapping] of Object.entries(DIRECT)) {
+    if (mapping.path.length === path.length && mapping.path.every((key, i) => key === path[i])) {
+      return { name, value: undefined, scale: mapping.scale ?? 1 };
+    }
+  }
+  return undefined;
+}
+
 /** Map a path of our settings back to the Scrapy name and value it came from. */
 function locator(
   dict: Readonly<Record<string, unknown>>,
   origins: readonly Origin[],
+  nameUnset = true,
 ): (path: Path) => SettingOrigin | undefined {
   return (path) => {
     let best: Origin | undefined;
@@ -629,7 +643,7 @@ function locator(
       if (o.length > path.length || (best && o.length <= best.ours.length)) continue;
       if (o.every((key, i) => key === path[i])) best = origin;
     }
-    if (best === undefined) return undefined;
+    if (best === undefined) return nameUnset ? unsetScrapyName(path) : undefined;
     const rest = path.slice(best.ours.length);
     const theirs = [...best.theirs, ...rest];
     return {
@@ -753,7 +767,8 @@ export function loadSettings(
   }
   const draft = convert(scrapy, options);
   const merged = deepMerge(draft.out, ours);
-  const fromScrapy = locator(scrapy, draft.origins);
+  // A defaulted setting is named Scrapy's way only to a user who wrote Scrapy's names.
+  const fromScrapy = locator(scrapy, draft.origins, Object.keys(scrapy).length > 0);
   // A value written our way is reported our way, even where Scrapy's name also set it.
   const locate = (path: Path): SettingOrigin | undefined => {
     let node: unknown = ours;

@@ -8,6 +8,7 @@
 import { z } from "zod";
 import type { ThrottlingScopeManagerProtocol } from "./scope_manager_protocol.ts";
 import { formatSettingsError } from "./_format_settings_error.ts";
+import { MAX_TIMER_MS } from "./_timer.ts";
 
 /** Jitter: `0`/`false` off, `j` for `uniform(1 - j, 1 + j)`, `[lo, hi]` for `1 + uniform(lo, hi)`, `true` = 0.5. */
 export type JitterInput = boolean | number | readonly [number, number];
@@ -30,6 +31,12 @@ export type ScopeManagerFactory = (context: ScopeManagerContext) => ThrottlingSc
 
 const nonNegative = z.number().finite().nonnegative();
 const positiveInt = z.number().int().positive();
+/**
+ * A wait in ms: a timer holds at most 2^31 - 1 ms (24.8 days); past that Node
+ * fires it after 1 ms, so a longer setting would turn into no wait at all.
+ */
+const duration = nonNegative.max(MAX_TIMER_MS);
+const positiveDuration = z.number().finite().positive().max(MAX_TIMER_MS);
 
 const jitterSchema = z.union([
   z.boolean(),
@@ -53,10 +60,10 @@ const backoffSchema = z.object({
   /** Download errors that trigger backoff: classes, error `name`s or predicates. */
   exceptions: z.array(errorMatcherSchema).optional(),
   delayFactor: z.number().finite().min(1).optional(),
-  minDelayMs: nonNegative.optional(),
-  maxDelayMs: nonNegative.optional(),
+  minDelayMs: duration.optional(),
+  maxDelayMs: duration.optional(),
   jitter: jitterSchema.optional(),
-  windowMs: nonNegative.optional(),
+  windowMs: duration.optional(),
 }).strict();
 
 const backoffTargetSchema = z.union([
@@ -69,16 +76,16 @@ const backoffTargetSchema = z.union([
 const rampupSchema = z.object({
   backoffTarget: backoffTargetSchema.optional(),
   delayFactor: z.number().finite().gt(0).lt(1).optional(),
-  minDelayMs: nonNegative.optional(),
+  minDelayMs: duration.optional(),
 }).strict();
 
 const scopeConfigSchema = z.object({
   concurrency: positiveInt.optional(),
   minConcurrency: positiveInt.optional(),
-  delayMs: nonNegative.optional(),
+  delayMs: duration.optional(),
   jitter: jitterSchema.optional(),
   quota: z.number().finite().positive().optional(),
-  windowMs: z.number().finite().positive().optional(),
+  windowMs: positiveDuration.optional(),
   rampup: z.union([z.boolean(), rampupSchema]).optional(),
   adaptive: z.boolean().optional(),
   backoff: backoffSchema.optional(),
@@ -107,10 +114,17 @@ const queueSchema = z.object({
   jobDir: z.string().min(1).optional(),
 }).strict();
 
+const downloadSchema = z.object({
+  /** Abort a response body past this many bytes; 0 for no limit (DOWNLOAD_MAXSIZE). */
+  maxSizeBytes: z.number().int().nonnegative().optional(),
+  /** Warn about a response body past this many bytes; 0 for never (DOWNLOAD_WARNSIZE). */
+  warnSizeBytes: z.number().int().nonnegative().optional(),
+}).strict();
+
 const autothrottleSchema = z.object({
   enabled: z.boolean().optional(),
-  startDelayMs: nonNegative.optional(),
-  maxDelayMs: nonNegative.optional(),
+  startDelayMs: duration.optional(),
+  maxDelayMs: duration.optional(),
   targetConcurrency: z.number().finite().positive().optional(),
 }).strict();
 
@@ -120,9 +134,9 @@ export const settingsSchema = z.object({
   concurrentRequestsPerDomain: positiveInt.optional(),
   concurrentRequestsPerIp: z.number().int().nonnegative().optional(),
   scopeConcurrency: positiveInt.optional(),
-  downloadDelayMs: nonNegative.optional(),
+  downloadDelayMs: duration.optional(),
   jitter: jitterSchema.optional(),
-  windowMs: z.number().finite().positive().optional(),
+  windowMs: positiveDuration.optional(),
   scopes: z.record(z.string().min(1), scopeConfigSchema).optional(),
   backoff: backoffSchema.optional(),
   rampup: rampupSchema.optional(),
@@ -131,15 +145,97 @@ export const settingsSchema = z.object({
   autothrottle: autothrottleSchema.optional(),
   queue: queueSchema.optional(),
   scopeLimit: z.number().int().nonnegative().optional(),
-  scopeMaxIdleMs: nonNegative.optional(),
+  scopeMaxIdleMs: duration.optional(),
   delayedRequestsWarnThreshold: z.number().int().nonnegative().optional(),
   robotsTxtObey: z.boolean().optional(),
   throttlingRobotsTxtObey: z.boolean().optional(),
-  robotsTxtMaxDelayMs: nonNegative.optional(),
-  downloadTimeoutMs: z.number().finite().positive().optional(),
+  robotsTxtMaxDelayMs: duration.optional(),
+  /** While robots.txt is unreachable (5xx, network error), how long before it is asked again. */
+  robotsTxtRetryMs: positiveDuration.optional(),
+  /** How many more times an unreachable robots.txt is asked before the site's URLs end unsent. */
+  robotsTxtRetries: z.number().int().nonnegative().optional(),
+  downloadTimeoutMs: positiveDuration.optional(),
+  download: downloadSchema.optional(),
   userAgent: z.string().min(1).optional(),
   debug: z.boolean().optional(),
-}).strict();
+}).strict().superRefine(checkBackoffBounds);
+
+/**
+ * A rule between two settings, carried by a zod `custom` issue as data
+ * (`params`) so the error names both settings in the user's own words and
+ * units (`'BACKOFF_MIN_DELAY' must be <= 'BACKOFF_MAX_DELAY' (300, its default)`).
+ */
+export interface SettingsRelation {
+  readonly relation: "<=" | ">=";
+  /** Path of the other setting. */
+  readonly other: readonly string[];
+  /** Its value in our units. */
+  readonly otherValue: number;
+  /** The other value is the default, not something the user set. */
+  readonly otherIsDefault: boolean;
+}
+
+interface BackoffBounds {
+  readonly minDelayMs?: number | undefined;
+  readonly maxDelayMs?: number | undefined;
+}
+
+interface BackoffBoundsInput {
+  readonly backoff?: BackoffBounds | undefined;
+  readonly scopes?:
+    | Readonly<Record<string, { readonly backoff?: BackoffBounds | undefined }>>
+    | undefined;
+}
+
+/**
+ * `backoff.minDelayMs <= backoff.maxDelayMs`, globally and in every scope,
+ * with unset values taken from where they would come from (the scope's own,
+ * the global one, the default). Reported at a value the user set.
+ */
+function checkBackoffBounds(s: BackoffBoundsInput, ctx: z.RefinementCtx): void {
+  type Bound = { value: number; path: readonly string[]; set: boolean };
+  const bound = (
+    key: "minDelayMs" | "maxDelayMs",
+    global: Bound | undefined,
+    own: number | undefined,
+    path: readonly string[],
+  ): Bound =>
+    own !== undefined
+      ? { value: own, path, set: true }
+      : global ?? { value: DEFAULTS.backoff[key], path, set: false };
+  const check = (min: Bound, max: Bound): void => {
+    if (min.value <= max.value || (!min.set && !max.set)) return;
+    // At the more specific of the two (a scope's own over the global one).
+    const atMin = min.set && (!max.set || min.path.length >= max.path.length);
+    const [at, other, relation] = atMin ? [min, max, "<=" as const] : [max, min, ">=" as const];
+    const params: SettingsRelation = {
+      relation,
+      other: other.path,
+      otherValue: other.value,
+      otherIsDefault: !other.set,
+    };
+    ctx.addIssue({
+      code: "custom",
+      path: [...at.path],
+      message: `must be ${relation} '${other.path.join(".")}' (${other.value})`,
+      input: at.value,
+      params,
+    });
+  };
+  const g = s.backoff;
+  const gMin = bound("minDelayMs", undefined, g?.minDelayMs, ["backoff", "minDelayMs"]);
+  const gMax = bound("maxDelayMs", undefined, g?.maxDelayMs, ["backoff", "maxDelayMs"]);
+  check(gMin, gMax);
+  for (const [scope, config] of Object.entries(s.scopes ?? {})) {
+    const b = config.backoff;
+    if (b === undefined || (b.minDelayMs === undefined && b.maxDelayMs === undefined)) continue;
+    const path = ["scopes", scope, "backoff"];
+    check(
+      bound("minDelayMs", gMin, b.minDelayMs, [...path, "minDelayMs"]),
+      bound("maxDelayMs", gMax, b.maxDelayMs, [...path, "maxDelayMs"]),
+    );
+  }
+}
 
 /** Per-scope configuration as a user writes it (the reference's `ThrottlingScopeConfig`). */
 export type ThrottlingScopeConfig = z.input<typeof scopeConfigSchema>;
@@ -226,7 +322,13 @@ export interface ThrottlerSettings {
   readonly robotsTxtObey: boolean;
   readonly throttlingRobotsTxtObey: boolean;
   readonly robotsTxtMaxDelayMs: number;
+  readonly robotsTxtRetryMs: number;
+  readonly robotsTxtRetries: number;
   readonly downloadTimeoutMs: number;
+  readonly download: {
+    readonly maxSizeBytes: number;
+    readonly warnSizeBytes: number;
+  };
   readonly userAgent: string;
   readonly debug: boolean;
 }
@@ -274,7 +376,11 @@ export const DEFAULTS: ThrottlerSettings = {
   robotsTxtObey: false,
   throttlingRobotsTxtObey: true,
   robotsTxtMaxDelayMs: 60_000,
+  robotsTxtRetryMs: 60_000,
+  robotsTxtRetries: 4,
   downloadTimeoutMs: 180_000,
+  // Scrapy's: 1 GiB and 32 MiB.
+  download: { maxSizeBytes: 1_073_741_824, warnSizeBytes: 33_554_432 },
   userAgent: "politely/0.1 (+https://www.npmjs.com/package/politely)",
   debug: false,
 };
@@ -381,7 +487,13 @@ export function parseSettings(input: unknown = {}, what = "throttler"): Throttle
     robotsTxtObey: s.robotsTxtObey ?? d.robotsTxtObey,
     throttlingRobotsTxtObey: s.throttlingRobotsTxtObey ?? d.throttlingRobotsTxtObey,
     robotsTxtMaxDelayMs: s.robotsTxtMaxDelayMs ?? d.robotsTxtMaxDelayMs,
+    robotsTxtRetryMs: s.robotsTxtRetryMs ?? d.robotsTxtRetryMs,
+    robotsTxtRetries: s.robotsTxtRetries ?? d.robotsTxtRetries,
     downloadTimeoutMs: s.downloadTimeoutMs ?? d.downloadTimeoutMs,
+    download: {
+      maxSizeBytes: s.download?.maxSizeBytes ?? d.download.maxSizeBytes,
+      warnSizeBytes: s.download?.warnSizeBytes ?? d.download.warnSizeBytes,
+    },
     userAgent: s.userAgent ?? d.userAgent,
     debug: s.debug ?? d.debug,
   };

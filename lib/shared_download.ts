@@ -17,6 +17,7 @@ import {
 import { filter, take } from "rxjs/operators";
 import type { DownloadContext, DownloadFn } from "../operators/throttle_by_scope.ts";
 import type { Throttler } from "./throttler.ts";
+import { timerDelay } from "./_timer.ts";
 import {
   type AcquireResult,
   type RedisScopes,
@@ -209,6 +210,9 @@ export function sharedDownload<R, T>(
             if (result.full) {
               waitMs = Math.max(waitMs, Math.min(pollMs, result.expiresInMs ?? pollMs));
             }
+            // A hold past what a timer holds (an uncapped delayScope) wakes
+            // early and asks again, instead of overflowing into a busy loop.
+            waitMs = timerDelay(waitMs);
             const wake = result.full
               ? merge(
                 timer(waitMs, scheduler),

@@ -30,6 +30,7 @@ import { hostScope, urlHostname } from "./domain_scopes.ts";
 import { InvalidScopesError, normalizeScopes, type RequestScopes } from "./scopes.ts";
 import { ScopeTable, type Slotted } from "./_scope_table.ts";
 import { describeValue } from "./_describe_value.ts";
+import { scheduleAfter } from "./_timer.ts";
 import {
   parseSettings,
   type RampupConfig,
@@ -891,13 +892,13 @@ export class Throttler<R = unknown> {
       t.timer.unsubscribe();
     }
     t.timerAt = at;
-    t.timer = this.scheduler.schedule(() => {
+    t.timer = scheduleAfter(this.scheduler, at - this.scheduler.now(), () => {
       t.timer = undefined;
       t.timerAt = 0;
       if (this.#entries.get(scope) !== entry) return;
       this.#dirty.push(scope);
       this.#drain();
-    }, Math.max(0, at - this.scheduler.now()));
+    });
   }
 
   #clearTimer(entry: ScopeEntry): void {
@@ -1139,7 +1140,7 @@ export class Throttler<R = unknown> {
     if (w.wake !== undefined && w.wakeAt === at) return;
     w.wake?.unsubscribe();
     w.wakeAt = at;
-    w.wake = this.scheduler.schedule(() => {
+    w.wake = scheduleAfter(this.scheduler, at - now, () => {
       w.wake = undefined;
       w.wakeAt = 0;
       if (this.#entries.get(scope) !== entry) return;
@@ -1148,7 +1149,7 @@ export class Throttler<R = unknown> {
       this.#changed(scope, entry, t);
       this.#dirty.push(scope);
       this.#drain();
-    }, Math.max(0, at - now));
+    });
   }
 
   /** Emit the scopes changed since the last time, unless the dispatch loop is still running. */

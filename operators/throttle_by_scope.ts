@@ -20,6 +20,7 @@ import type { GateTicket, Throttler } from "../lib/throttler.ts";
 import { isPromiseLike } from "../lib/_is_promise_like.ts";
 import { RESUBMIT, type Resubmit } from "../lib/_resubmit.ts";
 import { takeRequestDelayed } from "../lib/_request_delay.ts";
+import { scheduleAfter } from "../lib/_timer.ts";
 
 /** What a download function is given besides the request. */
 export interface DownloadContext {
@@ -174,10 +175,10 @@ class Gate<R, T> {
         waitMs: delay,
       });
     }
-    const timer = throttler.scheduler.schedule(() => {
+    const timer = scheduleAfter(throttler.scheduler, delay, () => {
       this.timers.delete(timer);
       if (!this.closed) throttler.submit(new Ticket(this, request, attempt, scopes));
-    }, delay);
+    });
     this.timers.add(timer);
   }
 

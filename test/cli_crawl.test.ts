@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,7 +18,14 @@ interface Run {
 /** Run `politely` as a child process (Node with tsx), optionally interrupting it. */
 function politely(
   args: readonly string[],
-  options: { stdin?: string; interruptWhen?: () => boolean } = {},
+  options: {
+    stdin?: string;
+    interruptWhen?: () => boolean;
+    /** The signal `interruptWhen` sends. @default "SIGINT" */
+    signal?: NodeJS.Signals;
+    /** Close the reading end of the child's stdout after this many lines, like `| head -n`. */
+    closeStdoutAfterLines?: number;
+  } = {},
 ): Promise<Run> {
   return new Promise((resolve, reject) => {
     // The child runs on the runtime running the tests: `deno run` under Deno
@@ -31,7 +38,14 @@ function politely(
     });
     let stdout = "";
     let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
+    child.stdout.on("data", (d) => {
+      stdout += d;
+      const keep = options.closeStdoutAfterLines;
+      if (keep !== undefined && stdout.split("\n").length > keep) {
+        stdout = stdout.split("\n").slice(0, keep).join("\n");
+        child.stdout.destroy();
+      }
+    });
     child.stderr.on("data", (d) => (stderr += d));
     child.stdin.end(options.stdin ?? "");
     let poll: ReturnType<typeof setInterval> | undefined;
@@ -40,7 +54,7 @@ function politely(
       poll = setInterval(() => {
         if (when()) {
           clearInterval(poll);
-          child.kill("SIGINT");
+          child.kill(options.signal ?? "SIGINT");
         }
       }, 20);
     }
@@ -397,5 +411,223 @@ describe("politely crawl", () => {
       for (const p of firstPaths) expect(again).not.toContain(p);
     },
     30_000,
+  );
+  it(
+    "politely crawl stops cleanly on SIGTERM: output flushed, job directory compacted, exit 143, a resume sends the rest",
+    async () => {
+      let hang = true;
+      const held: import("node:http").ServerResponse[] = [];
+      server = await startRecordingServer((req, res) => {
+        const n = Number(req.url?.slice(1));
+        if (hang && n > 3) {
+          held.push(res);
+          return;
+        }
+        res.writeHead(200, { connection: "close" });
+        res.end("ok");
+      });
+      const s = server;
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "urls.txt"),
+        Array.from({ length: 8 }, (_, i) => `${s.origin}/${i + 1}`).join("\n"),
+      );
+      const args = [
+        "crawl",
+        join(dir, "urls.txt"),
+        "--jobdir",
+        join(dir, "job"),
+        "--set",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+        "--plain",
+      ];
+      const first = await politely([...args, "--output", join(dir, "first.jsonl")], {
+        interruptWhen: () => held.length > 0,
+        signal: "SIGTERM",
+      });
+      // Deno reports a child that handled the signal and exited as ended by it (code null).
+      expect("Deno" in globalThis ? [143, null] : [143], first.stderr).toContain(first.code);
+      expect(first.stderr).toContain("stopping on SIGTERM");
+      expect(first.stderr).toContain("resume");
+      expect(first.stderr).not.toMatch(/\n\s+at /);
+      expect(first.stdout).toMatch(/stopped by SIGTERM: 1 download in flight aborted/);
+      // Flushed: the three answered requests are on disk.
+      const done = readLines(join(dir, "first.jsonl"));
+      expect(done.map((l) => new URL(l.url as string).pathname)).toEqual(["/1", "/2", "/3"]);
+      // Compacted at the stop: the log holds the 5 pending requests and no completion records.
+      const records = readFileSync(join(dir, "job", "requests.log"), "utf8").split("\n")
+        .filter((l) => l !== "").map((l) => JSON.parse(l.slice(9)) as unknown[]);
+      expect(existsSync(join(dir, "job", "requests.log.tmp"))).toBe(false);
+      expect(records.filter((r) => r[0] === "E")).toHaveLength(5);
+      expect(records.filter((r) => r[0] === "C")).toHaveLength(0);
+      hang = false;
+      for (const res of held) res.destroy();
+      const before = s.arrivals.length;
+      const second = await politely([...args, "--output", join(dir, "second.jsonl")]);
+      expect(second.code).toBe(0);
+      expect(s.arrivals.slice(before).map((a) => a.path).filter((p) => p !== "/robots.txt").sort())
+        .toEqual(["/4", "/5", "/6", "/7", "/8"]);
+    },
+    60_000,
+  );
+
+  it(
+    "politely crawl ends quietly with exit 141 when its stdout is closed (| head -2)",
+    async () => {
+      // Every answer a 503: each is a backoff line in the plain log, so the
+      // crawl keeps writing to stdout after the reader has gone.
+      server = await startRecordingServer((_req, res) => {
+        res.writeHead(503, { connection: "close" });
+        res.end("busy");
+      });
+      const s = server;
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "urls.txt"),
+        Array.from({ length: 300 }, (_, i) => `${s.origin}/${i + 1}`).join("\n"),
+      );
+      const run = await politely([
+        "crawl",
+        join(dir, "urls.txt"),
+        "--plain",
+        "--output",
+        join(dir, "out.jsonl"),
+        "--jobdir",
+        join(dir, "job"),
+        "--set",
+        "BACKOFF_MIN_DELAY=0.02",
+        "--set",
+        "BACKOFF_MAX_DELAY=0.05",
+        "--set",
+        "RETRY_TIMES=0",
+      ], { closeStdoutAfterLines: 2 });
+      expect(run.stdout.split("\n")).toHaveLength(2);
+      expect("Deno" in globalThis ? [141, null] : [141], run.stderr).toContain(run.code);
+      // Quiet: no stack trace, no EPIPE, nothing at all.
+      expect(run.stderr).toBe("");
+      // Stopped before the end, and what ended is on disk, whole.
+      const done = readLines(join(dir, "out.jsonl"));
+      expect(done.length).toBeLessThan(300);
+      expect(existsSync(join(dir, "job", "requests.log.tmp"))).toBe(false);
+    },
+    60_000,
+  );
+  it.skipIf(!existsSync("/dev/full"))(
+    "politely crawl --output on a full disk (/dev/full) exits 2 with one line naming the file, and a resume sends every request",
+    async () => {
+      const s = await okServer();
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "urls.txt"),
+        Array.from({ length: 5 }, (_, i) => `${s.origin}/${i + 1}`).join("\n"),
+      );
+      const args = ["crawl", join(dir, "urls.txt"), "--jobdir", join(dir, "job"), "--quiet"];
+      const full = await politely([...args, "--output", "/dev/full"]);
+      expect(full.code).toBe(2);
+      // One line naming the file and the error (Node says ENOSPC, Deno "os error 28").
+      expect(full.stderr).toMatch(
+        /^politely: Cannot write output '\/dev\/full': .*(ENOSPC|No space left on device).*\n$/,
+      );
+      expect(full.stderr.trim().split("\n")).toHaveLength(1);
+      expect(existsSync(join(dir, "job", "requests.log.tmp"))).toBe(false);
+      const again = await politely([...args, "--output", join(dir, "out.jsonl")]);
+      expect(again.code).toBe(0);
+      // The first line never reached the disk, so no request was marked done.
+      expect(readLines(join(dir, "out.jsonl")).map((l) => new URL(l.url as string).pathname).sort())
+        .toEqual(["/1", "/2", "/3", "/4", "/5"]);
+    },
+    60_000,
+  );
+  it(
+    "politely crawl ends a body over DOWNLOAD_MAXSIZE as a ResponseTooLargeError outcome and warns past DOWNLOAD_WARNSIZE",
+    async () => {
+      server = await startRecordingServer((req, res) => {
+        res.writeHead(200, { "content-type": "text/plain" });
+        res.end("x".repeat(req.url === "/big" ? 50_000 : 5_000));
+      });
+      const s = server;
+      const dir = tempDir();
+      writeFileSync(join(dir, "urls.txt"), `${s.origin}/big\n${s.origin}/small\n`);
+      const run = await politely([
+        "crawl",
+        join(dir, "urls.txt"),
+        "--plain",
+        "--output",
+        join(dir, "out.jsonl"),
+        "--set",
+        "DOWNLOAD_MAXSIZE=20000",
+        "--set",
+        "DOWNLOAD_WARNSIZE=1000",
+      ]);
+      expect(run.code).toBe(0);
+      const out = readLines(join(dir, "out.jsonl"));
+      const big = out.find((l) => (l.url as string).endsWith("/big"));
+      const small = out.find((l) => (l.url as string).endsWith("/small"));
+      expect(big?.error).toMatch(
+        /^ResponseTooLargeError: Response body of .*\/big .* over the limit of 20000 bytes/,
+      );
+      expect(big?.attempts).toBe(1); // not retried: the same body would come again
+      expect(small?.status).toBe(200);
+      expect(run.stdout).toContain("over the warning size of 1000 bytes (DOWNLOAD_WARNSIZE)");
+    },
+    30_000,
+  );
+  it(
+    "politely crawl does not mark URLs done when robots.txt is unreachable: exit 3, and a resume sends them",
+    async () => {
+      let robotsDown = true;
+      server = await startRecordingServer((req, res) => {
+        if (req.url === "/robots.txt") {
+          res.writeHead(robotsDown ? 503 : 200, { connection: "close" });
+          res.end(robotsDown ? "busy" : "User-agent: *\nDisallow: /private\n");
+          return;
+        }
+        res.writeHead(200, { connection: "close" });
+        res.end("ok");
+      });
+      const s = server;
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "urls.txt"),
+        ["/a", "/b", "/private/c"].map((p) => `${s.origin}${p}`).join("\n"),
+      );
+      const args = [
+        "crawl",
+        join(dir, "urls.txt"),
+        "--jobdir",
+        join(dir, "job"),
+        "--quiet",
+        "--set",
+        "ROBOTSTXT_OBEY=True",
+        "--set",
+        "robotsTxtRetries=1",
+        "--set",
+        "robotsTxtRetryMs=200",
+      ];
+      const first = await politely([...args, "--output", join(dir, "first.jsonl")]);
+      expect(first.code).toBe(3);
+      expect(first.stderr).toContain("3 requests were not sent");
+      expect(first.stderr).toContain("run the same command again");
+      // robots.txt asked again (at least once more after 200 ms); no page was sent.
+      const asked = s.arrivals.map((a) => a.path);
+      expect(asked.length).toBeGreaterThanOrEqual(2);
+      expect(new Set(asked)).toEqual(new Set(["/robots.txt"]));
+      for (const line of readLines(join(dir, "first.jsonl"))) {
+        expect(line.error).toMatch(/^RobotsTxtDisallowedError: .*unreachable \(status 503\)/);
+      }
+      robotsDown = false;
+      const second = await politely([...args, "--output", join(dir, "second.jsonl")]);
+      expect(second.code).toBe(0);
+      const byPath = Object.fromEntries(
+        readLines(join(dir, "second.jsonl")).map((l) => [
+          new URL(l.url as string).pathname,
+          l.status ?? l.error,
+        ]),
+      );
+      expect(byPath["/a"]).toBe(200);
+      expect(byPath["/b"]).toBe(200);
+      expect(byPath["/private/c"]).toMatch(/^RobotsTxtDisallowedError: .*robots.txt disallows it/);
+    },
+    60_000,
   );
 });

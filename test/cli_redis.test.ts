@@ -23,7 +23,11 @@ interface Run {
 }
 
 /** Run `politely` as a child process on the runtime running the tests, optionally interrupting it. */
-function politely(args: readonly string[], interruptWhen?: () => boolean): Promise<Run> {
+function politely(
+  args: readonly string[],
+  interruptWhen?: () => boolean,
+  options: { signal?: NodeJS.Signals; closeStdoutAfterLines?: number } = {},
+): Promise<Run> {
   const runtime = "Deno" in globalThis
     ? ["run", "-A", MAIN]
     : "Bun" in globalThis
@@ -37,14 +41,18 @@ function politely(args: readonly string[], interruptWhen?: () => boolean): Promi
     });
     let stdout = "";
     let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
+    child.stdout.on("data", (d) => {
+      stdout += d;
+      const keep = options.closeStdoutAfterLines;
+      if (keep !== undefined && stdout.split("\n").length > keep) child.stdout.destroy();
+    });
     child.stderr.on("data", (d) => (stderr += d));
     let poll: ReturnType<typeof setInterval> | undefined;
     if (interruptWhen !== undefined) {
       poll = setInterval(() => {
         if (!interruptWhen()) return;
         clearInterval(poll);
-        child.kill("SIGINT");
+        child.kill(options.signal ?? "SIGINT");
       }, 20);
     }
     child.on("error", reject);
@@ -151,6 +159,73 @@ describe("politely crawl --redis", () => {
     // Released at teardown, not left to expire (a lease lives 60 s).
     expect(await admin.zCard(`${prefix}lease:${new URL(server.origin).host}`)).toBe(0);
   }, 30_000);
+
+  it("politely crawl --redis releases its leases and exits 143 on SIGTERM", async () => {
+    const server = await startRecordingServer(() => {});
+    onCleanup(() => server.close());
+    const prefix = await freshPrefix();
+    const dir = tempDir();
+    writeFileSync(join(dir, "urls.txt"), `${server.origin}/1\n${server.origin}/2\n`);
+    const run = await politely(
+      ["crawl", join(dir, "urls.txt"), "--redis", REDIS_URL, "--redis-prefix", prefix, "--quiet"],
+      () => server.arrivals.length === 2,
+      { signal: "SIGTERM" },
+    );
+    expect("Deno" in globalThis ? [143, null] : [143], run.stderr).toContain(run.code);
+    expect(run.stdout).toContain("stopped by SIGTERM: 2 downloads in flight aborted");
+    const admin = await connectRedis();
+    expect(await admin.zCard(`${prefix}lease:${new URL(server.origin).host}`)).toBe(0);
+  }, 30_000);
+
+  it(
+    "politely crawl --redis releases its leases when its stdout is closed (| head -2)",
+    async () => {
+      // Two requests held open (leases taken), the rest answered 503: backoff
+      // lines keep the plain log writing after the reader has gone.
+      const held: import("node:http").ServerResponse[] = [];
+      const server = await startRecordingServer((req, res) => {
+        if (req.url === "/1" || req.url === "/2") {
+          held.push(res);
+          return;
+        }
+        res.writeHead(req.url === "/robots.txt" ? 404 : 503, { connection: "close" }).end("busy");
+      });
+      onCleanup(() => {
+        for (const res of held) res.destroy();
+        return server.close();
+      });
+      const prefix = await freshPrefix();
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "urls.txt"),
+        Array.from({ length: 300 }, (_, i) => `${server.origin}/${i + 1}`).join("\n"),
+      );
+      const run = await politely(
+        [
+          "crawl",
+          join(dir, "urls.txt"),
+          "--redis",
+          REDIS_URL,
+          "--redis-prefix",
+          prefix,
+          "--plain",
+          "--set",
+          "BACKOFF_MIN_DELAY=0.02",
+          "--set",
+          "BACKOFF_MAX_DELAY=0.05",
+          "--set",
+          "RETRY_TIMES=0",
+        ],
+        undefined,
+        { closeStdoutAfterLines: 2 },
+      );
+      expect("Deno" in globalThis ? [141, null] : [141], run.stderr).toContain(run.code);
+      expect(run.stderr).toBe("");
+      const admin = await connectRedis();
+      expect(await admin.zCard(`${prefix}lease:${new URL(server.origin).host}`)).toBe(0);
+    },
+    30_000,
+  );
 
   it(
     "politely crawl --redis with an unreachable Redis exits 2 with one line naming --redis and the URL",

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { crawl } from "../lib/crawl.ts";
+import { RobotsTxtDisallowedError } from "../lib/robots_download.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import type { RequestObject } from "../lib/request.ts";
 import { RequestQueue } from "../lib/request_queue.ts";
@@ -154,6 +155,51 @@ describe("crawl()", () => {
       queue.close();
       const resumed = new RequestQueue<string>({ jobDir: dir });
       expect(resumed.size).toBe(2);
+      resumed.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("crawl() gives back an outcome that was never sent (LOCAL_FAILURE) unsent: it completes, and the job directory keeps it", () => {
+    const { scheduler, throttler } = setup<string>({ concurrentRequestsPerDomain: 2 });
+    const dir = mkdtempSync(join(tmpdir(), "politely-crawl-"));
+    try {
+      const start = ["https://a.test/1", "https://a.test/2", "https://a.test/3"];
+      const queue = new RequestQueue<string>({ view: throttler, scheduler, jobDir: dir, start });
+      // robots.txt unreachable for /2: an error of this side, the URL never sent.
+      const unsent = new RobotsTxtDisallowedError("https://a.test/2", {
+        url: "https://a.test/robots.txt",
+        source: "unreachable",
+        status: 503,
+        error: undefined,
+      });
+      const { outcomes, completed } = runVirtual(scheduler, () =>
+        crawl<string, string>({
+          throttler,
+          queue,
+          download: (url) =>
+            url.endsWith("2")
+              ? timer(10, scheduler).pipe(map(() => {
+                throw unsent;
+              }))
+              : timer(10, scheduler).pipe(map(() => url)),
+          backoff: false,
+        }));
+      expect(completed).toBe(true);
+      expect(outcomes.map((o) => `${o.request} ${o.kind}`).sort()).toEqual([
+        "https://a.test/1 response",
+        "https://a.test/2 error",
+        "https://a.test/3 response",
+      ]);
+      expect(queue.stats()).toMatchObject({ completed: 2, unsent: 1, inFlight: 0, pending: 0 });
+      queue.close();
+      // Kept through the compaction at close: a resume sends it.
+      const resumed = new RequestQueue<string>({ jobDir: dir });
+      expect(resumed.size).toBe(1);
+      const again: string[] = [];
+      resumed.requests$.subscribe((r) => again.push(r)).unsubscribe();
+      expect(again).toEqual(["https://a.test/2"]);
       resumed.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -1,8 +1,16 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { JOB_DIR_LOG, JobDir } from "../lib/job_dir.ts";
+import { JOB_DIR_LOG, JobDir, JobDirWriteError } from "../lib/job_dir.ts";
+import { fillDiskAfter } from "./_helpers/full_disk.ts";
 import { type QueueWarning, RequestQueue } from "../lib/request_queue.ts";
 import type { RequestObject } from "../lib/request.ts";
 
@@ -176,5 +184,121 @@ describe("JobDir", () => {
     expect(recovered.pending.map((e) => e.seq)).toEqual([1]);
     expect([...recovered.seen]).toEqual(["f"]);
     jobDir.close();
+  });
+});
+
+describe("JobDir on a full disk", () => {
+  const entry = (seq: number) => ({
+    seq,
+    start: true,
+    priority: 0,
+    fingerprint: u(String(seq)),
+    data: u(String(seq)),
+  });
+  let freeDisk: (() => void) | undefined;
+  afterEach(() => {
+    freeDisk?.();
+    freeDisk = undefined;
+  });
+
+  it("JobDir.flush() cuts a part-written record off again and throws JobDirWriteError naming the log", () => {
+    const dir = tempDir();
+    const { jobDir } = JobDir.open(dir);
+    jobDir.enqueue(entry(1));
+    jobDir.flush();
+    const before = readFileSync(join(dir, JOB_DIR_LOG), "utf8");
+    freeDisk = fillDiskAfter(20); // the next record is torn after 20 bytes
+    jobDir.enqueue(entry(2));
+    let error: unknown;
+    try {
+      jobDir.flush();
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(JobDirWriteError);
+    expect(error).toMatchObject({ path: join(dir, JOB_DIR_LOG), code: "ENOSPC" });
+    expect((error as Error).message).toBe(
+      `Cannot write job directory file '${
+        join(dir, JOB_DIR_LOG)
+      }': ENOSPC: no space left on device, write`,
+    );
+    // No torn record: the log is what it was before the failed write.
+    expect(readFileSync(join(dir, JOB_DIR_LOG), "utf8")).toBe(before);
+    // Records were lost: nothing more is appended after them.
+    freeDisk();
+    freeDisk = undefined;
+    expect(() => jobDir.done(1)).toThrow(JobDirWriteError);
+    expect(readFileSync(join(dir, JOB_DIR_LOG), "utf8")).toBe(before);
+    // A compaction rewrites the whole state and clears the failure.
+    jobDir.compact([entry(2)], [u("1"), u("2")]);
+    jobDir.done(2);
+    jobDir.close();
+    const { recovered } = JobDir.open(dir);
+    expect(recovered.warnings).toEqual([]);
+    expect(recovered.pending).toEqual([]);
+    expect([...recovered.seen].sort()).toEqual([u("1"), u("2")]);
+  });
+
+  it("JobDir.compact() on a full disk leaves the old log and no requests.log.tmp", () => {
+    const dir = tempDir();
+    const { jobDir } = JobDir.open(dir);
+    for (let i = 1; i <= 3; i++) jobDir.enqueue(entry(i));
+    jobDir.done(1);
+    const before = readFileSync(join(dir, JOB_DIR_LOG), "utf8");
+    freeDisk = fillDiskAfter(30);
+    expect(() => jobDir.compact([entry(2), entry(3)], [u("1")])).toThrow(
+      expect.objectContaining({ name: "JobDirWriteError", path: join(dir, `${JOB_DIR_LOG}.tmp`) }),
+    );
+    expect(existsSync(join(dir, `${JOB_DIR_LOG}.tmp`))).toBe(false);
+    expect(readFileSync(join(dir, JOB_DIR_LOG), "utf8")).toBe(before);
+    expect(() => jobDir.close()).not.toThrow();
+    freeDisk();
+    freeDisk = undefined;
+    const { recovered } = JobDir.open(dir);
+    expect(recovered.warnings).toEqual([]);
+    expect(recovered.pending.map((e) => e.seq)).toEqual([2, 3]);
+  });
+
+  it("JobDir.open() removes a requests.log.tmp left by a compaction that did not finish", () => {
+    const dir = tempDir();
+    JobDir.open(dir).jobDir.close();
+    writeFileSync(join(dir, `${JOB_DIR_LOG}.tmp`), "half a comp");
+    JobDir.open(dir).jobDir.close();
+    expect(existsSync(join(dir, `${JOB_DIR_LOG}.tmp`))).toBe(false);
+  });
+
+  it("RequestQueue on a full disk ends requests$ with JobDirWriteError; close() keeps the log resumable", () => {
+    const dir = tempDir();
+    const q = new RequestQueue<string>({ jobDir: dir });
+    for (const p of ["1", "2", "3"]) q.enqueue(u(p));
+    q.flush();
+    freeDisk = fillDiskAfter(10);
+    const errors: unknown[] = [];
+    const done: string[] = [];
+    q.requests$.subscribe({
+      next: (r) => {
+        if (done.length === 0) {
+          done.push(r);
+          try {
+            q.markDone(r);
+          } catch (e) {
+            errors.push(e);
+          }
+        }
+      },
+      error: (e) => errors.push(e),
+    });
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toBeInstanceOf(JobDirWriteError);
+    // Still full at the stop: the compaction fails, the log is closed whole.
+    expect(() => q.close()).toThrow(JobDirWriteError);
+    expect(existsSync(join(dir, `${JOB_DIR_LOG}.tmp`))).toBe(false);
+    freeDisk();
+    freeDisk = undefined;
+    const again = new RequestQueue<unknown>({ jobDir: dir });
+    expect(warningsOf(again)).toEqual([]);
+    // The completion never reached the disk: the request is sent again, nothing is lost.
+    expect(drainAll(again).sort()).toEqual([u("1"), u("2"), u("3")]);
+    again.close();
   });
 });

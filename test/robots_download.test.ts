@@ -3,7 +3,12 @@ import { from, lastValueFrom, toArray } from "rxjs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ThrottleEvent } from "../lib/events.ts";
 import type { Outcome } from "../lib/outcome.ts";
-import { obeyRobotsTxt, RobotsTxtDisallowedError } from "../lib/robots_download.ts";
+import {
+  obeyRobotsTxt,
+  type ObeyRobotsTxtOptions,
+  RobotsTxtDisallowedError,
+} from "../lib/robots_download.ts";
+import { isLocalFailure } from "../lib/download_errors.ts";
 import type { ThrottlerSettingsInput } from "../lib/settings.ts";
 import { createThrottler } from "../lib/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
@@ -31,6 +36,7 @@ async function crawl(
   origin: string,
   paths: readonly string[],
   settings: ThrottlerSettingsInput = {},
+  options: ObeyRobotsTxtOptions = {},
 ) {
   const throttler = createThrottler<string>({
     robotsTxtObey: true,
@@ -40,12 +46,32 @@ async function crawl(
   });
   const events: ThrottleEvent[] = [];
   throttler.events$.subscribe((e) => events.push(e));
-  const download = obeyRobotsTxt(throttler, async (url: string) => (await fetch(url)).status);
+  const download = obeyRobotsTxt(
+    throttler,
+    async (url: string) => (await fetch(url)).status,
+    options,
+  );
   const outcomes: Outcome<string, number>[] = await lastValueFrom(
     from(paths.map((p) => `${origin}${p}`)).pipe(throttleByScope(throttler, download), toArray()),
   );
   const scope = new URL(origin).host;
   return { throttler, events, outcomes, scope, state: throttler.state(scope) };
+}
+
+/**
+ * Run virtual time to `endMs` a second at a time, letting promises (robots.txt
+ * answers) settle between steps, so each answer comes at the time it was asked.
+ */
+async function runUntil(scheduler: ReturnType<typeof testScheduler>, endMs: number) {
+  const settle = async () => {
+    for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+  };
+  for (let t = 0; t <= endMs; t += 1000) {
+    await settle();
+    scheduler.maxFrames = t;
+    scheduler.flush();
+  }
+  await settle();
 }
 
 const robotsEvents = (events: ThrottleEvent[]) => events.filter((e) => e.type === "robots");
@@ -99,10 +125,10 @@ describe("obeyRobotsTxt() against a loopback server", () => {
     }
   });
 
-  it("obeyRobotsTxt() disallows everything while robots.txt answers 500", async () => {
+  it("obeyRobotsTxt() disallows everything while robots.txt answers 500, as an unsent local failure once retries are spent", async () => {
     const server = await robotsServer("oops", 500);
     try {
-      const r = await crawl(server.origin, ["/a", "/b"]);
+      const r = await crawl(server.origin, ["/a", "/b"], {}, { unreachableRetries: 0 });
       expect(byUrl(r.outcomes)).toEqual({
         "/a": "RobotsTxtDisallowedError",
         "/b": "RobotsTxtDisallowedError",
@@ -110,6 +136,8 @@ describe("obeyRobotsTxt() against a loopback server", () => {
       const e = (r.outcomes[0] as { error: RobotsTxtDisallowedError }).error;
       expect([e.source, e.status]).toEqual(["unreachable", 500]);
       expect(e.message).toContain("unreachable (status 500)");
+      // Never sent: not a final answer about the URL (a job directory keeps it).
+      expect(isLocalFailure(e)).toBe(true);
       expect(server.arrivals.map((a) => a.path)).toEqual(["/robots.txt"]);
     } finally {
       await server.close();
@@ -202,6 +230,76 @@ describe("obeyRobotsTxt()", () => {
   it("obeyRobotsTxt() returns the download itself when robotsTxtObey is false", () => {
     const download = () => Promise.resolve(1);
     expect(obeyRobotsTxt(createThrottler(), download)).toBe(download);
+  });
+
+  it("obeyRobotsTxt() holds a site whose robots.txt answers 503 and asks again, sending its URLs once it answers (virtual time)", async () => {
+    const scheduler = testScheduler();
+    const throttler = createThrottler<string>(
+      { robotsTxtObey: true, userAgent: UA, backoff: { minDelayMs: 0 } },
+      { scheduler, random: () => 0.5 },
+    );
+    const events: ThrottleEvent[] = [];
+    throttler.events$.subscribe((e) => events.push(e));
+    const robotsAt: number[] = [];
+    const rec = recordingDownload<string>(scheduler, () => 10);
+    const download = obeyRobotsTxt(throttler, rec.download, {
+      fetch: () => {
+        robotsAt.push(scheduler.now());
+        // A brief outage: 503 twice, then a file that allows everything.
+        return Promise.resolve(
+          robotsAt.length <= 2 ? new Response("busy", { status: 503 }) : new Response(""),
+        );
+      },
+    });
+    const out: Outcome<string, unknown>[] = [];
+    from(["http://a.test/1", "http://a.test/2", "http://a.test/3"])
+      .pipe(throttleByScope(throttler, download))
+      .subscribe((o) => out.push(o));
+    await runUntil(scheduler, 400_000);
+    expect(robotsAt).toEqual([0, 60_000, 120_000]);
+    expect(out.map((o) => o.kind)).toEqual(["response", "response", "response"]);
+    expect(rec.sends.map((s) => s.request).sort()).toEqual([
+      "http://a.test/1",
+      "http://a.test/2",
+      "http://a.test/3",
+    ]);
+    expect(rec.sends.every((s) => s.at >= 120_000)).toBe(true);
+    // The site is held while robots.txt is unreachable, the hold saying why.
+    expect(events.filter((e) => e.type === "hold").map((e) => e.type === "hold" && e.source))
+      .toEqual(["robots", "robots"]);
+  });
+
+  it("obeyRobotsTxt() gives up after its retries with an unsent RobotsTxtDisallowedError, then fails the site's URLs at once (virtual time)", async () => {
+    const scheduler = testScheduler();
+    const throttler = createThrottler<string>(
+      { robotsTxtObey: true, userAgent: UA, backoff: { minDelayMs: 0 } },
+      { scheduler, random: () => 0.5 },
+    );
+    const robotsAt: number[] = [];
+    const rec = recordingDownload<string>(scheduler, () => 10);
+    const download = obeyRobotsTxt(throttler, rec.download, {
+      unreachableRetries: 2,
+      unreachableRetryMs: 30_000,
+      fetch: () => {
+        robotsAt.push(scheduler.now());
+        return Promise.reject(new TypeError("fetch failed"));
+      },
+    });
+    const out: Outcome<string, unknown>[] = [];
+    from(["http://a.test/1", "http://a.test/2"])
+      .pipe(throttleByScope(throttler, download))
+      .subscribe((o) => out.push(o));
+    await runUntil(scheduler, 400_000);
+    expect(robotsAt.slice(0, 3)).toEqual([0, 30_000, 60_000]);
+    expect(rec.sends).toEqual([]);
+    expect(out).toHaveLength(2);
+    for (const o of out) {
+      expect(o.kind).toBe("error");
+      const e = (o as { error: RobotsTxtDisallowedError }).error;
+      expect(e).toBeInstanceOf(RobotsTxtDisallowedError);
+      expect(e.source).toBe("unreachable");
+      expect(isLocalFailure(e)).toBe(true);
+    }
   });
 
   it("obeyRobotsTxt() spaces a host's requests by the Crawl-delay from the robots.txt fetch on (virtual time)", async () => {

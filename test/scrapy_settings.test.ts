@@ -366,6 +366,76 @@ describe("fromScrapySettings() errors", () => {
   });
 });
 
+describe("fromScrapySettings() durations and bounds", () => {
+  const cases: readonly (readonly [string, Record<string, unknown>, string])[] = [
+    [
+      "a download time-out past what a timer holds",
+      { DOWNLOAD_TIMEOUT: 3_000_000 },
+      "'DOWNLOAD_TIMEOUT' must be <= 2147483.647 (the longest a timer can wait, about 24.8 days): current value is 3000000",
+    ],
+    [
+      "a backoff maximum past what a timer holds",
+      { BACKOFF_MAX_DELAY: 10_000_000 },
+      "'BACKOFF_MAX_DELAY' must be <= 2147483.647 (the longest a timer can wait, about 24.8 days): current value is 10000000",
+    ],
+    [
+      "a scope delay past what a timer holds",
+      { THROTTLING_SCOPES: { "a.com": { delay: 2_200_000 } } },
+      `'THROTTLING_SCOPES["a.com"]["delay"]' must be <= 2147483.647 (the longest a timer can wait, about 24.8 days): current value is 2200000`,
+    ],
+    [
+      "a minimum above the maximum",
+      { BACKOFF_MIN_DELAY: 400, BACKOFF_MAX_DELAY: 60 },
+      "'BACKOFF_MIN_DELAY' must be <= 'BACKOFF_MAX_DELAY' (60): current value is 400",
+    ],
+    [
+      "a minimum above the default maximum",
+      { BACKOFF_MIN_DELAY: 400 },
+      "'BACKOFF_MIN_DELAY' must be <= 'BACKOFF_MAX_DELAY' (300, its default): current value is 400",
+    ],
+    [
+      "a maximum below the default minimum",
+      { BACKOFF_MAX_DELAY: 0.5 },
+      "'BACKOFF_MAX_DELAY' must be >= 'BACKOFF_MIN_DELAY' (1, its default): current value is 0.5",
+    ],
+    [
+      "a scope minimum above the global maximum",
+      { BACKOFF_MAX_DELAY: 60, THROTTLING_SCOPES: { "a.com": { backoff: { min_delay: 100 } } } },
+      `'THROTTLING_SCOPES["a.com"]["backoff"]["min_delay"]' must be <= 'BACKOFF_MAX_DELAY' (60): current value is 100`,
+    ],
+  ];
+  for (const [what, dict, message] of cases) {
+    it(`fromScrapySettings() refuses ${what}, naming the setting`, () => {
+      const error = errorOf(() => fromScrapySettings(dict));
+      expect(error).toBeInstanceOf(RangeError);
+      expect(error.message).toBe(`Cannot create throttler as ${message}`);
+    });
+  }
+
+  it("fromScrapySettings() maps DOWNLOAD_MAXSIZE and DOWNLOAD_WARNSIZE (bytes) onto download.*, Scrapy's defaults", () => {
+    const { settings, warnings } = fromScrapySettings({
+      DOWNLOAD_MAXSIZE: 10_485_760,
+      DOWNLOAD_WARNSIZE: 0,
+    });
+    expect(settings.download).toEqual({ maxSizeBytes: 10_485_760, warnSizeBytes: 0 });
+    expect(warnings).toEqual([]);
+    expect(parseSettings({}).download).toEqual({
+      maxSizeBytes: 1_073_741_824,
+      warnSizeBytes: 33_554_432,
+    });
+    expect(errorOf(() => fromScrapySettings({ DOWNLOAD_MAXSIZE: -1 })).message).toBe(
+      "Cannot create throttler as 'DOWNLOAD_MAXSIZE' must be >= 0: current value is -1",
+    );
+  });
+
+  it("fromScrapySettings() accepts the longest wait a timer holds and a minimum equal to the maximum", () => {
+    expect(fromScrapySettings({ DOWNLOAD_TIMEOUT: 2_147_483.647 }).settings.downloadTimeoutMs)
+      .toBe(2_147_483_647);
+    expect(fromScrapySettings({ BACKOFF_MIN_DELAY: 5, BACKOFF_MAX_DELAY: 5 }).settings.backoff)
+      .toEqual({ minDelayMs: 5000, maxDelayMs: 5000 });
+  });
+});
+
 describe("loadSettings()", () => {
   it("loadSettings() reads Scrapy's names, ours, and both together", () => {
     expect(loadSettings({ DOWNLOAD_DELAY: 2 }).settings).toEqual({ downloadDelayMs: 2000 });

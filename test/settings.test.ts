@@ -161,6 +161,83 @@ describe("formatSettingsError()", () => {
   });
 });
 
+describe("parseSettings() durations and bounds", () => {
+  const tooLong = "(the longest a timer can wait, about 24.8 days)";
+  const cases: readonly (readonly [unknown, string])[] = [
+    [
+      { downloadTimeoutMs: 3e9 },
+      `'downloadTimeoutMs' must be <= 2147483647 ${tooLong}: current value is 3000000000`,
+    ],
+    [
+      { downloadDelayMs: 2 ** 31 },
+      `'downloadDelayMs' must be <= 2147483647 ${tooLong}: current value is 2147483648`,
+    ],
+    [
+      { windowMs: 1e10 },
+      `'windowMs' must be <= 2147483647 ${tooLong}: current value is 10000000000`,
+    ],
+    [
+      { backoff: { maxDelayMs: 1e10 } },
+      `'backoff.maxDelayMs' must be <= 2147483647 ${tooLong}: current value is 10000000000`,
+    ],
+    [
+      { autothrottle: { startDelayMs: 1e10 } },
+      `'autothrottle.startDelayMs' must be <= 2147483647 ${tooLong}: current value is 10000000000`,
+    ],
+    [
+      { robotsTxtMaxDelayMs: 1e10 },
+      `'robotsTxtMaxDelayMs' must be <= 2147483647 ${tooLong}: current value is 10000000000`,
+    ],
+    [
+      { scopes: { "a.com": { delayMs: 1e10 } } },
+      `'scopes["a.com"].delayMs' must be <= 2147483647 ${tooLong}: current value is 10000000000`,
+    ],
+    [
+      { rampup: { minDelayMs: 1e10 } },
+      `'rampup.minDelayMs' must be <= 2147483647 ${tooLong}: current value is 10000000000`,
+    ],
+    [
+      { backoff: { minDelayMs: 400_000 } },
+      "'backoff.minDelayMs' must be <= 'backoff.maxDelayMs' (300000, its default): current value is 400000",
+    ],
+    [
+      { backoff: { minDelayMs: 5_000, maxDelayMs: 2_000 } },
+      "'backoff.minDelayMs' must be <= 'backoff.maxDelayMs' (2000): current value is 5000",
+    ],
+    [
+      { backoff: { maxDelayMs: 500 } },
+      "'backoff.maxDelayMs' must be >= 'backoff.minDelayMs' (1000, its default): current value is 500",
+    ],
+    [
+      { backoff: { maxDelayMs: 10_000 }, scopes: { "a.com": { backoff: { minDelayMs: 20_000 } } } },
+      `'scopes["a.com"].backoff.minDelayMs' must be <= 'backoff.maxDelayMs' (10000): current value is 20000`,
+    ],
+    [
+      { backoff: { minDelayMs: 5_000 }, scopes: { "a.com": { backoff: { maxDelayMs: 2_000 } } } },
+      `'scopes["a.com"].backoff.maxDelayMs' must be >= 'backoff.minDelayMs' (5000): current value is 2000`,
+    ],
+  ];
+  for (const [input, message] of cases) {
+    it(`parseSettings() refuses ${JSON.stringify(input)}`, () => {
+      const error = errorOf(input);
+      expect(error).toBeInstanceOf(RangeError);
+      expect(error.message).toBe(`Cannot create throttler as ${message}`);
+      expect(error.cause).toBeInstanceOf(z.ZodError);
+    });
+  }
+
+  it("parseSettings() takes a scope's own backoff bounds over the global ones", () => {
+    const s = parseSettings({
+      backoff: { maxDelayMs: 10_000 },
+      scopes: { "a.com": { backoff: { minDelayMs: 20_000, maxDelayMs: 30_000 } } },
+    });
+    expect(resolveScopeConfig(s, "a.com").backoff).toMatchObject({
+      minDelayMs: 20_000,
+      maxDelayMs: 30_000,
+    });
+  });
+});
+
 describe("formatSettingsError() unknown settings", () => {
   it("formatSettingsError() suggests the closest name at the top level", () => {
     const error = errorOf({ downloadDelay: 5 });

@@ -95,7 +95,9 @@ Options of demo:
   --output FILE, --events FILE, --plain as for crawl
 
 Exit status: 0 when every request ended (failed requests are outcomes too), 2 for bad
-arguments, settings, input or output, 130 when stopped with Ctrl-C.
+arguments, settings, input or output, 3 when some requests could not be sent (robots.txt or
+Redis unreachable: --jobdir keeps them), 130/143/129 when stopped cleanly by SIGINT (Ctrl-C),
+SIGTERM or SIGHUP, 141 when stdout's reader went away.
 See docs/CLI.md.`;
 
 const DEFAULT_DEMO_SECONDS = 45;

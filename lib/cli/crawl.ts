@@ -35,7 +35,8 @@ import type { DownloadFn } from "../../operators/throttle_by_scope.ts";
 import { rampup, type RampupOptions } from "../../operators/rampup.ts";
 import { CrawlStats } from "./crawl_stats.ts";
 import type { InputLine, InputLineError } from "./input.ts";
-import type { JsonLinesFile } from "./json_lines_file.ts";
+import { type JsonLinesFile, JsonLinesWriteError } from "./json_lines_file.ts";
+import { JobDirWriteError } from "../job_dir.ts";
 import {
   type LiveScopeRow,
   type LiveViewState,
@@ -115,8 +116,13 @@ export interface CrawlResult {
   readonly stoppedBy: "signal" | "duration" | undefined;
   /** Scheduler time at the end. */
   readonly endedAt: number;
-  /** Requests not ended (kept in the job directory when there is one). */
+  /** Requests not ended (kept in the job directory when there is one), `unsent` included. */
   readonly pending: number;
+  /**
+   * Requests that ended this run unsent (robots.txt or the shared store
+   * unreachable): never sent, not marked done, so a resume sends them.
+   */
+  readonly unsent: number;
   /**
    * Downloads in flight when the crawl was stopped (Ctrl-C or the duration),
    * aborted; they are among `pending`. 0 when the crawl finished.
@@ -126,6 +132,12 @@ export interface CrawlResult {
   readonly filtered: number;
   /** The throttler, for a last look at its scopes. */
   readonly throttler: Throttler<RequestObject>;
+  /**
+   * The error the crawl ended on, already reported on stderr in one line: a
+   * file that could not be written (`JsonLinesWriteError`,
+   * `JobDirWriteError`), or the pipeline's error. `undefined` when none.
+   */
+  readonly error?: unknown;
 }
 
 /**
@@ -185,10 +197,23 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
   const stats = new CrawlStats(scheduler.now());
   const output = options.output;
   const label = options.label ?? String;
+  // A write error (a full disk) is kept here and ends the crawl: once the
+  // crawl runs, `stopOnError` is the end that writes no more.
+  let failure: unknown;
+  let stopOnError = (error: unknown): void => {
+    failure ??= error;
+  };
+  const record = (file: JsonLinesFile | undefined, value: unknown): void => {
+    try {
+      file?.write(value);
+    } catch (error) {
+      stopOnError(error);
+    }
+  };
 
   const onEvent = (event: ThrottleEvent) => {
     stats.recordEvent(event);
-    options.events?.write(event);
+    record(options.events, event);
     if (options.view === "plain") {
       const line = formatPlainEvent(event, stats.startedAt, label);
       if (line !== undefined) stdout.write(`${line}\n`);
@@ -200,7 +225,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
     concatMap((line): Observable<RequestObject> => {
       if (line.kind === "request") return of(line.request);
       if (line.kind === "error") {
-        output?.write(inputErrorRecord(line.error));
+        record(output, inputErrorRecord(line.error));
         stats.recordFinal(undefined, true);
         stderr.write(`politely: input ${line.error.message}\n`);
       }
@@ -235,7 +260,23 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
   const local = obeyRobotsTxt(
     throttler,
     options.download ??
-      createFetchDownload({ timeoutMs: settings.downloadTimeoutMs, userAgent: settings.userAgent }),
+      createFetchDownload({
+        timeoutMs: settings.downloadTimeoutMs,
+        userAgent: settings.userAgent,
+        maxSizeBytes: settings.download.maxSizeBytes,
+        warnSizeBytes: settings.download.warnSizeBytes,
+        // The outcome lines hold no body: keep it only for link following.
+        readBody: options.follow !== undefined,
+        onSizeWarning: (w) =>
+          throttler.emit({
+            type: "warning",
+            at: scheduler.now(),
+            code: "download-warnsize",
+            message: `Response body of ${w.url} ${
+              w.announced ? "announces" : "passed"
+            } ${w.bytes} bytes, over the warning size of ${w.warnSizeBytes} bytes (DOWNLOAD_WARNSIZE)`,
+          }),
+      }),
   );
   // Shared: the cluster lease is taken outside the robots.txt wrapper, so a
   // robots.txt fetch is inside a lease too and a site never sees more than
@@ -305,8 +346,12 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
     const tick = () => {
       // At the deadline `end` draws the last frame (or progress line) itself.
       if (deadline !== undefined && scheduler.now() >= deadline) return end("duration");
-      output?.flush();
-      options.events?.flush();
+      try {
+        output?.flush();
+        options.events?.flush();
+      } catch (error) {
+        return stopOnError(error);
+      }
       if (screen !== undefined) screen.draw(renderLiveView(state(), screen.width));
       else if (options.view === "plain") {
         const now = scheduler.now();
@@ -320,6 +365,15 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
 
     const onStop = () => end("signal");
     options.stop?.addEventListener("abort", onStop, { once: true });
+    // Reported once, then the crawl ends on the next microtask: a write fails
+    // inside an event or an outcome, and ending there would unsubscribe the
+    // pipeline in the middle of its own emission.
+    stopOnError = (error) => {
+      if (failure !== undefined || finished) return;
+      failure = error;
+      stderr.write(`politely: ${describeFailure(error)}\n`);
+      queueMicrotask(() => end(undefined));
+    };
 
     const end = (why: CrawlResult["stoppedBy"]) => {
       if (finished) return;
@@ -338,19 +392,32 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         screen.close();
       } else if (options.view === "plain") stdout.write(`${formatProgressLine(state())}\n`);
       const q = queue.stats();
-      queue.close();
+      // Each closed even when another failed; the first failure is reported.
+      const closing = (close: () => void) => {
+        try {
+          close();
+        } catch (error) {
+          if (failure === undefined) {
+            failure = error;
+            stderr.write(`politely: ${describeFailure(error)}\n`);
+          }
+        }
+      };
+      closing(() => queue.close());
       warningsSub.unsubscribe();
       eventsSub.unsubscribe();
-      output?.close();
-      options.events?.close();
+      closing(() => output?.close());
+      closing(() => options.events?.close());
       resolve({
         stats,
         stoppedBy,
         endedAt: scheduler.now(),
-        pending: q.pending + q.inFlight,
+        pending: q.pending + q.inFlight + q.unsent,
+        unsent: q.unsent,
         aborted,
         filtered: q.filtered,
         throttler,
+        ...(failure !== undefined ? { error: failure } : {}),
       });
     };
 
@@ -368,21 +435,53 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         options.rampup === undefined ? identity : rampup(throttler, options.rampup),
       ).subscribe({
         next: (outcome) => {
-          output?.write(outcomeRecord(outcome));
+          try {
+            output?.write(outcomeRecord(outcome));
+            // With a job directory the request is marked done right after
+            // this: its line goes to disk first, so a full disk or a kill
+            // never leaves a request done whose line is lost.
+            if (jobDir !== undefined) output?.flush();
+          } catch (error) {
+            // Ended here, synchronously: the crawl then does not mark this
+            // request done, and the job directory keeps it for a resume.
+            if (failure === undefined) {
+              failure = error;
+              stderr.write(`politely: ${describeFailure(error)}\n`);
+            }
+            end(undefined);
+            return;
+          }
           stats.recordFinal(
             outcomeStatus(outcome),
             outcome.kind === "error" || outcome.exhausted === true,
           );
         },
         error: (error: unknown) => {
-          stderr.write(`politely: ${describeError(error)}\n`);
+          if (failure === undefined) {
+            failure = error;
+            stderr.write(`politely: ${describeFailure(error)}\n`);
+          }
           end(undefined);
         },
         complete: () => end(undefined),
       }),
     );
     if (options.stop?.aborted === true) end("signal");
+    else if (failure !== undefined) queueMicrotask(() => end(undefined));
   });
+}
+
+/**
+ * True for an error that a file could not be written (a full disk): the
+ * command line's exit 2, as for a file that cannot be opened.
+ */
+export function isWriteError(error: unknown): boolean {
+  return error instanceof JsonLinesWriteError || error instanceof JobDirWriteError;
+}
+
+/** A write error as its own one-line message (it names the file); anything else with its name. */
+function describeFailure(error: unknown): string {
+  return isWriteError(error) ? (error as Error).message : describeError(error);
 }
 
 /** Scopes in order of first appearance; scopes without stats yet last. */

@@ -5,7 +5,11 @@
  * dispatches, and exits with the code the command chose.
  *
  * Exit codes: 0 every request ended (failures included); 2 bad arguments,
- * settings, input or output (one line on stderr); 130 stopped by Ctrl-C.
+ * settings, input or output (one line on stderr); 3 some requests were never
+ * sent (robots.txt or the shared store unreachable); 128 + the signal's number
+ * after a clean stop on a signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP); 141
+ * when the reader of stdout went away (what a process killed by SIGPIPE
+ * reports). See docs/CLI.md.
  *
  * @module
  */
@@ -15,7 +19,7 @@ import { asyncScheduler } from "rxjs";
 import { startDemoSites } from "../demo/sites.ts";
 import { type CrawlArgs, type DemoArgs, parseCliArgs, USAGE, UsageError } from "./args.ts";
 import { resolveCliSettings, SettingsError } from "./cli_settings.ts";
-import { runCrawl, type ViewMode } from "./crawl.ts";
+import { isWriteError, runCrawl, type ViewMode } from "./crawl.ts";
 import {
   DEMO_PAGES,
   demoFollow,
@@ -37,11 +41,52 @@ export const EXIT_OK = 0;
 export const EXIT_USAGE = 2;
 /** Exit code: stopped by SIGINT (128 + 2, as shells report it). */
 export const EXIT_INTERRUPTED = 130;
+/**
+ * Exit code: the crawl ended, but some requests were never sent (robots.txt
+ * or the shared store unreachable); a job directory keeps them for a resume.
+ */
+export const EXIT_UNSENT = 3;
+/** Exit code: stopped by SIGHUP (128 + 1). */
+export const EXIT_HANGUP = 129;
+/** Exit code: stopped by SIGTERM (128 + 15): `timeout`, systemd, Docker, Kubernetes. */
+export const EXIT_TERMINATED = 143;
+/** Exit code: stdout's reader went away (`| head`): 128 + SIGPIPE's 13, as if killed by it. */
+export const EXIT_STDOUT_CLOSED = 141;
+
+/** What stopped a crawl from outside. */
+type StopCause = "SIGINT" | "SIGTERM" | "SIGHUP" | "stdout-closed";
+
+const STOP_EXIT: Readonly<Record<StopCause, number>> = {
+  SIGINT: EXIT_INTERRUPTED,
+  SIGTERM: EXIT_TERMINATED,
+  SIGHUP: EXIT_HANGUP,
+  "stdout-closed": EXIT_STDOUT_CLOSED,
+};
+
+/** How the summary and the messages name a stop. */
+const STOP_NAME: Readonly<Record<StopCause, string>> = {
+  SIGINT: "Ctrl-C",
+  SIGTERM: "SIGTERM",
+  SIGHUP: "SIGHUP",
+  "stdout-closed": "closed stdout",
+};
+
+/** Set once stdout fails (EPIPE): nothing more is written to it, and the exit does not wait on it. */
+let stdoutBroken = false;
+/** The running crawl's reaction to a stdout failure, if one runs. */
+let onStdoutError: ((error: unknown) => void) | undefined;
+
+// Installed at once: without a listener, a write to a closed pipe
+// (`politely crawl ... | head -2`) is an unhandled 'error' with a stack trace.
+process.stdout.on("error", (error: unknown) => {
+  stdoutBroken = true;
+  onStdoutError?.(error);
+});
 
 const VERSION = "0.1.0";
 
 function say(text: string): void {
-  process.stdout.write(`${text}\n`);
+  if (!stdoutBroken) process.stdout.write(`${text}\n`);
 }
 
 function fail(message: string): number {
@@ -60,18 +105,52 @@ function viewMode(plain: boolean, quiet: boolean): ViewMode {
 }
 
 /**
- * Ctrl-C: the first stops the crawl cleanly (in-flight downloads aborted,
- * files flushed, the job directory left resumable); a second one exits at once.
+ * SIGINT (Ctrl-C), SIGTERM and SIGHUP: the first stops the crawl cleanly
+ * (in-flight downloads aborted, files flushed and closed, the job directory
+ * compacted and left resumable, Redis leases given back); a second signal
+ * exits at once. A failing stdout (its reader went away) stops it the same
+ * way, quietly.
  */
-function interruptSignal(): { signal: AbortSignal; dispose: () => void } {
+function stopSignals(): {
+  signal: AbortSignal;
+  cause: () => StopCause | undefined;
+  dispose: () => void;
+} {
   const controller = new AbortController();
-  const onSigint = () => {
-    if (controller.signal.aborted) process.exit(EXIT_INTERRUPTED);
-    process.stderr.write("\npolitely: stopping (Ctrl-C again to quit at once)\n");
+  let cause: StopCause | undefined;
+  const stop = (why: StopCause) => {
+    if (cause === undefined) cause = why;
     controller.abort();
   };
-  process.on("SIGINT", onSigint);
-  return { signal: controller.signal, dispose: () => process.off("SIGINT", onSigint) };
+  const handlers = (["SIGINT", "SIGTERM", "SIGHUP"] as const).map((name) => {
+    const handler = () => {
+      if (controller.signal.aborted) process.exit(STOP_EXIT[name]);
+      process.stderr.write(
+        name === "SIGINT"
+          ? "\npolitely: stopping (Ctrl-C again to quit at once)\n"
+          : `politely: stopping on ${name} (send it again to quit at once)\n`,
+      );
+      stop(name);
+    };
+    process.on(name, handler);
+    return [name, handler] as const;
+  });
+  onStdoutError = (error) => {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (code !== "EPIPE") {
+      process.stderr.write(`politely: cannot write to stdout: ${firstLine(error)}\n`);
+    }
+    stop("stdout-closed");
+  };
+  if (stdoutBroken) stop("stdout-closed");
+  return {
+    signal: controller.signal,
+    cause: () => cause,
+    dispose: () => {
+      for (const [name, handler] of handlers) process.off(name, handler);
+      onStdoutError = undefined;
+    },
+  };
 }
 
 function openFiles(
@@ -117,7 +196,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     await redis?.close();
     return fail(error instanceof Error ? error.message : String(error));
   }
-  const interrupt = interruptSignal();
+  const interrupt = stopSignals();
   try {
     const result = await runCrawl({
       shared: redis?.scopes,
@@ -134,23 +213,37 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
         ? { note: `Ctrl-C stops; ${args.jobDir} keeps what is left` }
         : {}),
     });
-    const stopped = result.stoppedBy === "signal";
+    // Said on stderr by the crawl, in one line naming the file.
+    if (isWriteError(result.error)) return EXIT_USAGE;
+    const cause = result.stoppedBy === "signal" ? interrupt.cause() ?? "SIGINT" : undefined;
     say(formatSummary(result.stats, result.endedAt, {
-      interrupted: stopped,
+      interrupted: cause !== undefined,
       pending: result.pending,
       filtered: result.filtered,
-      ...(stopped ? { aborted: result.aborted } : {}),
+      ...(cause !== undefined ? { aborted: result.aborted, stoppedBy: STOP_NAME[cause] } : {}),
       ...(args.jobDir !== undefined ? { jobDir: args.jobDir } : {}),
     }));
-    if (result.stoppedBy === "signal") {
+    if (cause === undefined) {
+      if (result.unsent === 0) return EXIT_OK;
+      process.stderr.write(
+        `politely: ${result.unsent} request${
+          result.unsent === 1 ? " was" : "s were"
+        } not sent (robots.txt or the shared store unreachable); ` +
+          (args.jobDir !== undefined
+            ? `run the same command again to send them from ${args.jobDir}\n`
+            : "with --jobdir a second run would send them\n"),
+      );
+      return EXIT_UNSENT;
+    }
+    // A reader that went away wants nothing more; like `yes | head`, say nothing.
+    if (cause !== "stdout-closed") {
       process.stderr.write(
         args.jobDir !== undefined
           ? `politely: stopped; run the same command again to resume from ${args.jobDir}\n`
           : "politely: stopped\n",
       );
-      return EXIT_INTERRUPTED;
     }
-    return EXIT_OK;
+    return STOP_EXIT[cause];
   } catch (error) {
     files[0]?.close();
     files[1]?.close();
@@ -170,7 +263,7 @@ async function demoCommand(args: DemoArgs): Promise<number> {
     return fail(error instanceof Error ? error.message : String(error));
   }
   const demo = await startDemoSites({ pages: DEMO_PAGES });
-  const interrupt = interruptSignal();
+  const interrupt = stopSignals();
   try {
     say(
       `politely demo: crawling ${demo.sites.length} simulated sites on loopback for ${args.durationSec}s`,
@@ -196,12 +289,13 @@ async function demoCommand(args: DemoArgs): Promise<number> {
       label,
       note: "rampup probes each site upwards; 429/503 make it back off. Ctrl-C stops.",
     });
+    const cause = result.stoppedBy === "signal" ? interrupt.cause() ?? "SIGINT" : undefined;
     say(
       formatSummary(result.stats, result.endedAt, {
-        interrupted: result.stoppedBy === "signal",
+        interrupted: cause !== undefined,
         label,
-        ...(result.stoppedBy === "signal"
-          ? { aborted: result.aborted, pending: result.pending }
+        ...(cause !== undefined
+          ? { aborted: result.aborted, pending: result.pending, stoppedBy: STOP_NAME[cause] }
           : {}),
       }),
     );
@@ -216,7 +310,7 @@ async function demoCommand(args: DemoArgs): Promise<number> {
         windowMs,
       ),
     );
-    return result.stoppedBy === "signal" ? EXIT_INTERRUPTED : EXIT_OK;
+    return cause === undefined ? EXIT_OK : STOP_EXIT[cause];
   } finally {
     interrupt.dispose();
     await demo.close();
@@ -258,4 +352,6 @@ const code = await runCli(process.argv.slice(2)).catch((error: unknown) => {
   return 1;
 });
 // Let stdout drain before exiting: sockets kept alive by fetch would otherwise hold the process.
-process.stdout.write("", () => process.exit(code));
+// A broken stdout never drains, and its write callback must not be waited on.
+if (stdoutBroken) process.exit(code);
+else process.stdout.write("", () => process.exit(code));

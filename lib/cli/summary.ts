@@ -11,6 +11,8 @@ import { fit, formatDuration } from "./live_view.ts";
 export interface SummaryOptions {
   /** The crawl was stopped (Ctrl-C) before every request ended. */
   readonly interrupted?: boolean;
+  /** What stopped it, as shown: `"Ctrl-C"`, `"SIGTERM"`. @default "Ctrl-C" */
+  readonly stoppedBy?: string;
   /** Requests not ended (with a job directory, left for a resumed crawl). */
   readonly pending?: number;
   /**
@@ -72,7 +74,7 @@ export function formatSummary(
           ? ` (they stay pending in ${options.jobDir}: run again to resume)`
           : "");
     lines.push(
-      `  stopped${options.interrupted === true ? " by Ctrl-C" : ""}: ${
+      `  stopped${options.interrupted === true ? ` by ${options.stoppedBy ?? "Ctrl-C"}` : ""}: ${
         plural(options.aborted, "download")
       } in flight aborted${left}`,
     );
