@@ -214,7 +214,9 @@ export class RampupController {
       if (t !== sentAt) continue;
       const f = this.#sentF[i]!;
       if (f === 0) continue; // taken
-      if (best === undefined || (refused ? f > this.#sentF[best]! : f < this.#sentF[best]!)) best = i;
+      if (best === undefined || (refused ? f > this.#sentF[best]! : f < this.#sentF[best]!)) {
+        best = i;
+      }
     }
     if (best === undefined) return undefined;
     const f = this.#sentF[best]!;
@@ -244,6 +246,7 @@ export class RampupController {
 
   /** A server hold from `now` to `until` (Retry-After, an announced reset): not slow sending. */
   onHold(now: number, until: number): void {
+    if (until > now && !Number.isNaN(this.#blockStart)) this.#blockHeld = true;
     if (until > now && !Number.isNaN(this.#episodeStart)) this.#heldMs += until - now;
   }
 
@@ -288,7 +291,10 @@ export class RampupController {
         this.#capLimit = f - 1;
         this.#cut(now, false);
         this.#apply(knobs);
-        return this.#report(knobs, `concurrency cap: refused with ${f} in flight, lowered to ${f - 1}`);
+        return this.#report(
+          knobs,
+          `concurrency cap: refused with ${f} in flight, lowered to ${f - 1}`,
+        );
       } else if (
         f >= 2 && this.#minRefusedF === f && this.#admitsBelow(f) && !this.#admitsFrom(f) &&
         this.rate === Infinity
@@ -316,19 +322,20 @@ export class RampupController {
       return this.#report(knobs, `refused again: next probe in ${Math.round(wait)} ms`);
     }
 
-    const pace = this.rate !== Infinity
-      ? this.rate
-      : this.#sendCount < 2
+    const pace = this.rate !== Infinity ? this.rate : this.#sendCount < 2
       // Made at this trigger: what is in flight, over the refused request's round trip.
       ? (Math.max(1, activeNow) * 1000) / Math.max(1, now - sentAt)
-      : this.#recentSendRate(now);
+      : Math.max(this.#recentSendRate(now), this.#gapRate(sentAt));
     // A rate that was refused is too fast, whatever a quiet round said before
     // (a bucket's saved burst can hide a rate above its limit for a while).
     if (pace < this.#hi) this.#hi = pace;
     let next = pace * CUT_FACTOR;
     let why = `refused at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
     const est = this.#episodeEstimate(now);
-    if (this.rate !== Infinity && this.#sendsAtRate <= 2 && this.#lastQuiet > 0 && this.#lastQuiet < pace) {
+    if (
+      this.rate !== Infinity && this.#sendsAtRate <= 2 && this.#lastQuiet > 0 &&
+      this.#lastQuiet < pace
+    ) {
       // Refused at the first sends of a new pace: a strict spacer, and the
       // last quiet pace is known good.
       next = this.#lastQuiet;
@@ -346,6 +353,7 @@ export class RampupController {
     this.rate = this.#clampRate(next);
     this.#cut(now, true);
     this.#blockStart = now;
+    this.#blockHeld = false;
     this.#probeMs = Math.max(FIRST_PROBE_MS, 2 * (this.#latencyMs || 0));
     this.#apply(knobs);
     return this.#report(knobs, why);
@@ -374,6 +382,17 @@ export class RampupController {
       n++;
     }
     return Math.max(1, n) * 1000 / span;
+  }
+
+  /** 1000 / the gap before the send at `sentAt` (a strict spacer refuses short gaps). */
+  #gapRate(sentAt: number): number {
+    const total = Math.min(this.#sendCount, RING);
+    for (let k = 1; k <= total; k++) {
+      const i = (this.#sendCount - k) % RING;
+      const t = this.#sentAt[i]!;
+      if (t < sentAt) return 1000 / Math.max(1, sentAt - t);
+    }
+    return 0;
   }
 
   /** The rate admitted since the first refusal of this episode, held time left out. */
@@ -406,11 +425,13 @@ export class RampupController {
   /** The first admit after a block: a window when the block was long. */
   #endBlock(now: number): void {
     const start = this.#blockStart;
+    const held = this.#blockHeld;
     this.#blockStart = Number.NaN;
+    this.#blockHeld = false;
     const block = now - start;
     const roundTrip = Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs;
     const gap = this.rate === Infinity ? 0 : 1000 / this.rate;
-    if (block >= Math.max(500, 4 * roundTrip, 4 * gap) && this.#periodAdmits > 1) {
+    if (!held && block >= Math.max(500, 4 * roundTrip, 4 * gap) && this.#periodAdmits > 1) {
       const period = now - this.#periodStart;
       const est = ((this.#periodAdmits - 1) * 1000) / Math.max(1, period);
       // The first block ends at a probe that may be late: room above it.
@@ -420,9 +441,9 @@ export class RampupController {
         kind: "rampup",
         delayMs: this.rate === Infinity ? 0 : 1000 / this.rate,
         concurrency: Number.NaN,
-        why: `a window: ${this.#periodAdmits - 1} admitted in ${
-          Math.round(period)
-        } ms: rate ${fmt(this.rate)}/s`,
+        why: `a window: ${this.#periodAdmits - 1} admitted in ${Math.round(period)} ms: rate ${
+          fmt(this.rate)
+        }/s`,
       });
       this.#needsApply = true;
     }
@@ -432,6 +453,8 @@ export class RampupController {
 
   #needsApply = false;
   #windows = 0;
+  /** The server held the scope during the current block: it said when, there is no window to learn. */
+  #blockHeld = false;
 
   #clampRate(rate: number): number {
     const lim = this.limits;
@@ -446,7 +469,9 @@ export class RampupController {
     const lim = this.limits;
     this.#sendsAtRate = 0;
     const top = Math.min(lim.maxConcurrency, this.#capLimit);
-    knobs.delayMs = this.rate === Infinity ? lim.minDelayMs : Math.max(lim.minDelayMs, 1000 / this.rate);
+    knobs.delayMs = this.rate === Infinity
+      ? lim.minDelayMs
+      : Math.max(lim.minDelayMs, 1000 / this.rate);
     if (this.#capLimit !== Infinity && this.rate === Infinity) {
       knobs.concurrency = Math.max(lim.minConcurrency, this.#capLimit);
       return;
@@ -582,7 +607,10 @@ export class RampupController {
   }
 
   #probeDue(now: number): boolean {
-    const since = Math.max(this.#lastCutAt, Number.isNaN(this.#lastProbeAt) ? -Infinity : this.#lastProbeAt);
+    const since = Math.max(
+      this.#lastCutAt,
+      Number.isNaN(this.#lastProbeAt) ? -Infinity : this.#lastProbeAt,
+    );
     if (now - since < this.limits.windowMs) return false;
     this.#lastProbeAt = now;
     return true;

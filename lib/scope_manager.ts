@@ -195,7 +195,9 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     const ramp = x?.ramp;
     ramp?.onSent(now, this.#active);
     if (this.#firstSentAt !== this.#firstSentAt) this.#firstSentAt = now; // NaN: first send
-    if (ramp === undefined && this.config.adaptive && (this.#active >= 2 || this.#sends !== undefined)) {
+    if (
+      ramp === undefined && this.config.adaptive && (this.#active >= 2 || this.#sends !== undefined)
+    ) {
       const sends = this.#sends ??= [];
       sends.push(now, this.#active);
       if (sends.length > 2 * SENDS_KEPT) sends.splice(0, sends.length - 2 * SENDS_KEPT);
@@ -240,8 +242,11 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       const f = takeSend(this.#sends, now - result.latencyMs, false) ?? 1;
       if (f > this.#admittedUpTo) this.#admittedUpTo = f;
     }
-    if (this.#slowStart && this.#admitted && this.#x?.ramp === undefined && result?.status !== undefined &&
-      !this.config.backoff.httpCodes.includes(result.status)) {
+    if (
+      this.#slowStart && this.#admitted && this.#x?.ramp === undefined &&
+      result?.status !== undefined &&
+      !this.config.backoff.httpCodes.includes(result.status)
+    ) {
       if (++this.#concurrency >= this.config.concurrency) this.#slowStart = false;
     }
     this.#x?.ramp?.onDone(now, result);
@@ -272,7 +277,9 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       // The controller's cut replaces the exponential step; a trigger it has
       // answered for already only holds.
       const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
-      const f = signal.sentAt === undefined ? undefined : takeSend(this.#sends, signal.sentAt, true);
+      const f = signal.sentAt === undefined
+        ? undefined
+        : takeSend(this.#sends, signal.sentAt, true);
       this.#sends = undefined;
       if (x.ramp.onTrigger(now, knobs, signal.sentAt, f ?? this.#active) !== undefined) {
         this.#delayMs = knobs.delayMs;
@@ -598,13 +605,19 @@ const SENDS_KEPT = 32;
  * found twice. Of sends at one instant, a refusal takes the highest count
  * (the later sends of a burst are the refused ones), an admit the lowest.
  */
-function takeSend(sends: number[] | undefined, sentAt: number, highest: boolean): number | undefined {
+function takeSend(
+  sends: number[] | undefined,
+  sentAt: number,
+  highest: boolean,
+): number | undefined {
   if (sends === undefined) return undefined;
   let best = -1;
   for (let i = sends.length - 2; i >= 0; i -= 2) {
     if (sends[i]! < sentAt) break;
     if (sends[i] !== sentAt || sends[i + 1]! === 0) continue;
-    if (best < 0 || (highest ? sends[i + 1]! > sends[best + 1]! : sends[i + 1]! < sends[best + 1]!)) best = i;
+    if (
+      best < 0 || (highest ? sends[i + 1]! > sends[best + 1]! : sends[i + 1]! < sends[best + 1]!)
+    ) best = i;
   }
   if (best < 0) return undefined;
   const f = sends[best + 1]!;

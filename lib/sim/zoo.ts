@@ -13,9 +13,9 @@
  * @module
  */
 import {
-  fixedWindowTake,
   FIXED_WINDOW_UNUSED,
   type FixedWindowState,
+  fixedWindowTake,
   rateLimitFields,
   retryAfterDate,
   retryAfterSeconds,
