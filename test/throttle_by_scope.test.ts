@@ -63,7 +63,11 @@ const urls = (host: string, n: number) =>
 
 describe("throttleByScope()", () => {
   it("throttleByScope() never has more requests of a scope in flight than its concurrency", () => {
-    const { scheduler, throttler, rec } = setup({ concurrentRequestsPerDomain: 3 });
+    // Not adaptive: an adaptive scope's slow start would begin at 2 (test/rampup.test.ts).
+    const { scheduler, throttler, rec } = setup({
+      concurrentRequestsPerDomain: 3,
+      adaptive: false,
+    });
     const out = collect(
       throttler,
       from(urls("a.test", 10)).pipe(throttleByScope(throttler, rec.download)),
