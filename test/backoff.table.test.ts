@@ -15,7 +15,8 @@ import type { Outcome } from "../lib/outcome.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 
 function manager(settings: ThrottlerSettingsInput, scope = "a.test", random = () => 0.5) {
-  const config = resolveScopeConfig(parseSettings(settings), scope);
+  // The reference's exponential arithmetic: not an adaptive scope (those: test/rampup.test.ts).
+  const config = resolveScopeConfig(parseSettings({ adaptive: false, ...settings }), scope);
   return new ThrottlingScopeManager({ scope, config, random });
 }
 
@@ -208,7 +209,10 @@ function afterResponse(
   settings: ThrottlerSettingsInput = {},
 ) {
   const scheduler = new TestScheduler(() => {});
-  const throttler = createThrottler(settings, { scheduler, random: () => 0.5 });
+  const throttler = createThrottler({ adaptive: false, ...settings }, {
+    scheduler,
+    random: () => 0.5,
+  });
   const outcome: Outcome<string, unknown> = {
     kind: "response",
     request: "http://a.test/",
@@ -310,7 +314,9 @@ describe("server-given holds (backoffOn on one outcome at time 0)", () => {
 
   it("Throttler.delayScope() holds for its full time over the cap, counted as a trigger", () => {
     const scheduler = new TestScheduler(() => {});
-    const throttler = createThrottler({ backoff: { maxDelayMs: 10_000 } }, { scheduler });
+    const throttler = createThrottler({ adaptive: false, backoff: { maxDelayMs: 10_000 } }, {
+      scheduler,
+    });
     throttler.delayScope("a.test", 600_000);
     expect(throttler.state("a.test")).toMatchObject({
       holdUntil: 600_000,

@@ -48,7 +48,8 @@ function pipeline<R extends string | RequestObject>(
   const scheduler = new TestScheduler((a, b) => expect(a).toEqual(b));
   scheduler.maxFrames = Number.POSITIVE_INFINITY;
   const throttler: Throttler<R> = createThrottler<R>(
-    { jitter: 0, ...settings, backoff: { jitter: 0, ...settings.backoff } },
+    // backoffOn over the reference's exponential steps; adaptive scopes: test/zoo_crawl.test.ts.
+    { jitter: 0, adaptive: false, ...settings, backoff: { jitter: 0, ...settings.backoff } },
     options.log === undefined ? { scheduler } : { scheduler, log: options.log },
   );
   const sends: Send[] = [];
@@ -302,7 +303,7 @@ describe("backoff events, scope$ and debug lines", () => {
   it("Throttler.scope$() emits the new delay and level on each trigger and each recovery step", () => {
     const scheduler = new TestScheduler(() => {});
     scheduler.maxFrames = Number.POSITIVE_INFINITY;
-    const throttler = createThrottler({}, { scheduler });
+    const throttler = createThrottler({ adaptive: false }, { scheduler });
     const seen: [number, number, number][] = [];
     const sub = throttler.scope$("a.test").subscribe((s: ScopeState) => {
       const last = seen.at(-1);
