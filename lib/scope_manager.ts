@@ -52,10 +52,9 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   #lastActivity = 0;
   /** An adaptive scope grows from ADAPTIVE_START to its concurrency, one per admitted answer. */
   #slowStart = false;
-  /** Whether any answer was admitted (not a trigger status): an adaptive scope's first trigger reads it. */
-  #admitted = false;
-  /** The most in flight at the send of an admitted request, before the controller exists. */
+  /** Before the controller exists: the most in flight at the send of an admitted request. */
   #admittedUpTo = 0;
+  /** Before the controller exists: answers admitted (not a trigger status). */
   #admits = 0;
   #firstSentAt = Number.NaN;
   /**
@@ -105,7 +104,6 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#nextSendAt = 0;
     this.#lastActivity = 0;
     this.#x = undefined;
-    this.#admitted = false;
     this.#admittedUpTo = 0;
     this.#admits = 0;
     this.#firstSentAt = Number.NaN;
@@ -152,11 +150,6 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       stepMinDelayMs: c.backoff.minDelayMs,
       stepFactor: c.backoff.delayFactor,
     };
-  }
-
-  /** Whether the scope learns its limit (rampup, or adaptive after a first trigger). */
-  get learning(): boolean {
-    return this.#x?.ramp !== undefined;
   }
 
   /** Whether any request sent so far gave an amount for this scope (quota scopes warn when none does). */
@@ -237,17 +230,12 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       this.#x?.ramp === undefined && result !== undefined && result.status !== undefined &&
       !this.config.backoff.httpCodes.includes(result.status)
     ) {
-      this.#admitted = true;
       this.#admits++;
       const f = takeSend(this.#sends, now - result.latencyMs, false) ?? 1;
       if (f > this.#admittedUpTo) this.#admittedUpTo = f;
-    }
-    if (
-      this.#slowStart && this.#admitted && this.#x?.ramp === undefined &&
-      result?.status !== undefined &&
-      !this.config.backoff.httpCodes.includes(result.status)
-    ) {
-      if (++this.#concurrency >= this.config.concurrency) this.#slowStart = false;
+      if (this.#slowStart && ++this.#concurrency >= this.config.concurrency) {
+        this.#slowStart = false;
+      }
     }
     this.#x?.ramp?.onDone(now, result);
   }

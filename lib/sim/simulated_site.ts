@@ -8,7 +8,7 @@
  * @module
  */
 
-import { Observable, type SchedulerLike, timer } from "rxjs";
+import type { Observable, SchedulerLike } from "rxjs";
 import {
   CONCURRENCY_IDLE,
   concurrencyAcquire,
@@ -24,7 +24,7 @@ import {
   type TokenBucketState,
   tokenBucketTake,
 } from "../demo/_limiters.ts";
-import { requestUrl } from "../request.ts";
+import { type VirtualAnswer, virtualDownload, type VirtualResponse } from "./_virtual_download.ts";
 
 export type { Arrival, SiteStats } from "../demo/_limiters.ts";
 
@@ -59,11 +59,7 @@ export interface SimulatedSiteOptions {
 }
 
 /** What a simulated download answers. Header names are lower-case. */
-export interface SimulatedResponse {
-  readonly status: number;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly url: string;
-}
+export type SimulatedResponse = VirtualResponse;
 
 /** Options of one simulated download. */
 export interface SimulatedDownloadOptions {
@@ -101,10 +97,6 @@ function invalid(name: string, expected: string, value: unknown): RangeError {
 function nonNegativeFinite(name: string, value: number): number {
   if (!(value >= 0) || !Number.isFinite(value)) throw invalid(name, "a finite number >= 0", value);
   return value;
-}
-
-function abortReason(signal: AbortSignal): unknown {
-  return signal.reason ?? new DOMException("This operation was aborted", "AbortError");
 }
 
 function pathOf(url: string): string {
@@ -202,49 +194,21 @@ export function createSimulatedSite(options: SimulatedSiteOptions): SimulatedSit
     return { status: 200, headers, holdsSlot: true };
   }
 
+  function answer(now: number): VirtualAnswer {
+    const d = decide(now);
+    return {
+      status: d.status,
+      headers: d.headers,
+      latencyMs: d.status === 200 ? latencyMs : rejectLatencyMs,
+      release: d.holdsSlot ? () => (slots = concurrencyRelease(slots)) : undefined,
+    };
+  }
+
   function download(
     request: unknown,
     downloadOptions: SimulatedDownloadOptions = {},
   ): Observable<SimulatedResponse> {
-    return new Observable<SimulatedResponse>((subscriber) => {
-      const signal = downloadOptions.signal;
-      if (signal?.aborted) {
-        subscriber.error(abortReason(signal));
-        return;
-      }
-      const now = scheduler.now();
-      const url = requestUrl(request) ?? "";
-      recorder.enter();
-      const decision = decide(now);
-      recorder.arrive(now, pathOf(url), decision.status);
-
-      let over = false;
-      const finish = (aborted: boolean) => {
-        if (over) return;
-        over = true;
-        signal?.removeEventListener("abort", onAbort);
-        if (decision.holdsSlot) slots = concurrencyRelease(slots);
-        recorder.depart(aborted);
-      };
-      const onAbort = () => {
-        finish(true);
-        subscriber.error(abortReason(signal!));
-      };
-      signal?.addEventListener("abort", onAbort);
-
-      const delay = decision.status === 200 ? latencyMs : rejectLatencyMs;
-      const answer = timer(delay, scheduler).subscribe(() => {
-        // Free the slot before emitting: a client may send its next request
-        // synchronously from this `next`, and that arrival must see the slot free.
-        finish(false);
-        subscriber.next({ status: decision.status, headers: decision.headers, url });
-        subscriber.complete();
-      });
-      return () => {
-        answer.unsubscribe();
-        finish(true);
-      };
-    });
+    return virtualDownload(scheduler, recorder, request, downloadOptions.signal, answer, pathOf);
   }
 
   return { download, stats: () => recorder.snapshot() };

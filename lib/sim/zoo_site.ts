@@ -4,9 +4,9 @@
  *
  * @module
  */
-import { Observable, type SchedulerLike, timer } from "rxjs";
+import type { Observable, SchedulerLike } from "rxjs";
 import { createStatsRecorder, type SiteStats } from "../demo/_limiters.ts";
-import { requestUrl } from "../request.ts";
+import { virtualDownload } from "./_virtual_download.ts";
 import { createZooLimiter, type ZooSiteSpec } from "./zoo.ts";
 import type { SimulatedDownloadOptions, SimulatedResponse } from "./simulated_site.ts";
 
@@ -17,10 +17,6 @@ export interface ZooSite {
   download(request: unknown, options?: SimulatedDownloadOptions): Observable<SimulatedResponse>;
   /** What the site has seen so far (a copy). */
   stats(): SiteStats;
-}
-
-function abortReason(signal: AbortSignal): unknown {
-  return signal.reason ?? new DOMException("This operation was aborted", "AbortError");
 }
 
 /**
@@ -38,41 +34,13 @@ export function createZooSite(spec: ZooSiteSpec, scheduler: SchedulerLike): ZooS
     request: unknown,
     options: SimulatedDownloadOptions = {},
   ): Observable<SimulatedResponse> {
-    return new Observable<SimulatedResponse>((subscriber) => {
-      const signal = options.signal;
-      if (signal?.aborted) {
-        subscriber.error(abortReason(signal));
-        return;
-      }
-      const now = scheduler.now();
-      const url = requestUrl(request) ?? "";
-      recorder.enter();
-      const d = limiter.arrive(now);
-      recorder.arrive(now, url, d.status);
-      let over = false;
-      const finish = (aborted: boolean) => {
-        if (over) return;
-        over = true;
-        signal?.removeEventListener("abort", onAbort);
-        d.release?.();
-        recorder.depart(aborted);
-      };
-      const onAbort = () => {
-        finish(true);
-        subscriber.error(abortReason(signal!));
-      };
-      signal?.addEventListener("abort", onAbort);
-      const answer = timer(d.latencyMs, scheduler).subscribe(() => {
-        // Free the slot first: the client may send its next request from this `next`.
-        finish(false);
-        subscriber.next({ status: d.status, headers: d.headers, url });
-        subscriber.complete();
-      });
-      return () => {
-        answer.unsubscribe();
-        finish(true);
-      };
-    });
+    return virtualDownload(
+      scheduler,
+      recorder,
+      request,
+      options.signal,
+      (now) => limiter.arrive(now),
+    );
   }
   return { spec, download, stats: () => recorder.snapshot() };
 }

@@ -1,0 +1,86 @@
+/**
+ * One request to a simulated site in virtual time, shared by the simulated
+ * token bucket (`simulated_site.ts`) and the zoo's sites (`zoo_site.ts`): the
+ * arrival is decided when subscribed, answered after its latency on the
+ * scheduler, and abandoned (slot freed, counted as aborted) on unsubscribe or
+ * abort.
+ *
+ * @module
+ */
+import { Observable, type SchedulerLike, timer } from "rxjs";
+import type { StatsRecorder } from "../demo/_limiters.ts";
+import { requestUrl } from "../request.ts";
+
+/** What a simulated site decided for one arrival. */
+export interface VirtualAnswer {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  /** Time from arrival to the answer. */
+  readonly latencyMs: number;
+  /** Frees what the request held (a concurrency slot) when it is over. */
+  readonly release?: (() => void) | undefined;
+}
+
+/** The answer of one simulated download. Header names are lower-case. */
+export interface VirtualResponse {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly url: string;
+}
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException("This operation was aborted", "AbortError");
+}
+
+/**
+ * A cold observable of one request: `decide(now, url)` at subscription, the
+ * answer after its latency. An already aborted `signal` errors at once and
+ * nothing arrives; an abort in flight errors with `signal.reason`, as
+ * `fetch` rejects.
+ *
+ * @internal
+ */
+export function virtualDownload(
+  scheduler: SchedulerLike,
+  recorder: StatsRecorder,
+  request: unknown,
+  signal: AbortSignal | undefined,
+  decide: (now: number, url: string) => VirtualAnswer,
+  label: (url: string) => string = (url) => url,
+): Observable<VirtualResponse> {
+  return new Observable<VirtualResponse>((subscriber) => {
+    if (signal?.aborted) {
+      subscriber.error(abortReason(signal));
+      return;
+    }
+    const now = scheduler.now();
+    const url = requestUrl(request) ?? "";
+    recorder.enter();
+    const d = decide(now, url);
+    recorder.arrive(now, label(url), d.status);
+    let over = false;
+    const finish = (aborted: boolean) => {
+      if (over) return;
+      over = true;
+      signal?.removeEventListener("abort", onAbort);
+      d.release?.();
+      recorder.depart(aborted);
+    };
+    const onAbort = () => {
+      finish(true);
+      subscriber.error(abortReason(signal!));
+    };
+    signal?.addEventListener("abort", onAbort);
+    const answer = timer(d.latencyMs, scheduler).subscribe(() => {
+      // Free the slot before emitting: a client may send its next request
+      // synchronously from this `next`, and that arrival must see the slot free.
+      finish(false);
+      subscriber.next({ status: d.status, headers: d.headers, url });
+      subscriber.complete();
+    });
+    return () => {
+      answer.unsubscribe();
+      finish(true);
+    };
+  });
+}
