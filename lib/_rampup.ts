@@ -100,7 +100,7 @@ export class RampupController {
   config: ResolvedRampup;
   readonly limits: RampLimits;
   /** `start`: no trigger yet (rampup's slow start); `learn`: from the first trigger on. */
-  phase: "start" | "learn" = "start";
+  #phase: "start" | "learn" = "start";
   /** The paced rate (requests/s); Infinity while unpaced. */
   rate = Infinity;
   #hi = Infinity;
@@ -167,19 +167,9 @@ export class RampupController {
     }
   }
 
-  /** Moving average of admitted responses' latency (NaN until one is seen). */
-  get latencyMs(): number {
-    return this.#latencyMs;
-  }
-
   /** Whether the delay is a rate learned from the site (jitter may not shorten it). */
   get paced(): boolean {
     return this.rate !== Infinity;
-  }
-
-  /** The learned concurrency cap, or Infinity. */
-  get capLimit(): number {
-    return this.#capLimit;
   }
 
   /** A send at `now` with `active` requests in flight, itself included. */
@@ -272,7 +262,7 @@ export class RampupController {
         : undefined);
     // Sent before (or at the instant of) the last cut: answered for by it.
     if (sentAt !== undefined && sentAt <= this.#lastCutAt) return undefined;
-    this.phase = "learn";
+    this.#phase = "learn";
     this.#roundTriggers++;
     if (Number.isNaN(this.#episodeStart)) {
       this.#episodeStart = now;
@@ -537,12 +527,14 @@ export class RampupController {
     const sends = this.#roundSends;
     const triggers = this.#roundTriggers;
     const maxActive = this.#roundMaxActive;
-    const idle = now - (this.#roundStart + this.#roundMs) >= this.#roundMs;
+    // A round without sends, or one closed long after its end, opens no
+    // next round: the next send does (no wake-ups for an idle scope).
+    const idle = sends === 0 || now - (this.#roundStart + this.#roundMs) >= this.#roundMs;
     if (idle) this.#roundStart = Number.NaN;
     else this.#openRound(now);
     if (triggers > 0 || sends === 0) return;
     if (now - this.#lastCutAt >= this.limits.windowMs) this.#episodeStart = Number.NaN;
-    if (this.phase === "start") {
+    if (this.#phase === "start") {
       if (this.limits.mode === "rampup" && maxActive >= knobs.concurrency) {
         steps.push(this.#slowStartStep(knobs));
       }
@@ -560,9 +552,7 @@ export class RampupController {
   ): void {
     if (this.rate === Infinity) {
       // Unpaced (a concurrency cap, or never cut): probe one more once per window.
-      const top = this.limits.mode === "rampup"
-        ? this.limits.maxConcurrency
-        : this.limits.maxConcurrency;
+      const top = this.limits.maxConcurrency;
       if (
         this.#capLimit !== Infinity && maxActive >= knobs.concurrency &&
         knobs.concurrency < top && this.#probeDue(now)
@@ -580,7 +570,7 @@ export class RampupController {
       return;
     }
     // Only a round that used its pace says the pace is safe.
-    const allowed = (this.rate * this.#roundMsUsed()) / 1000;
+    const allowed = (this.rate * this.#roundMs) / 1000;
     if (sends < 0.75 * allowed && maxActive < knobs.concurrency) return;
     const before = this.rate;
     this.#lastQuiet = before;
@@ -600,10 +590,6 @@ export class RampupController {
     if (this.rate === before) return;
     this.#apply(knobs);
     steps.push({ kind: "rampup", delayMs: knobs.delayMs, concurrency: knobs.concurrency, why });
-  }
-
-  #roundMsUsed(): number {
-    return this.#roundMs;
   }
 
   #probeDue(now: number): boolean {
