@@ -138,6 +138,8 @@ export class RampupController {
   #roundMaxActive = 0;
   /** Last time a converged scope probed above its rate. */
   #lastProbeAt = Number.NaN;
+  #targetWindowStart = -Infinity;
+  #targetTriggers = 0;
   /** Sends since the rate last changed. */
   #sendsAtRate = 0;
   /** The pace of the last quiet round. */
@@ -264,6 +266,12 @@ export class RampupController {
     if (sentAt !== undefined && sentAt <= this.#lastCutAt) return undefined;
     this.#phase = "learn";
     this.#roundTriggers++;
+    // A target [lo, hi]: the first lo - 1 triggers of a window are tolerated (rampup asked for them).
+    if (!(now < this.#targetWindowStart + lim.windowMs)) {
+      this.#targetWindowStart = now;
+      this.#targetTriggers = 0;
+    }
+    if (++this.#targetTriggers < this.config.backoffTarget[0]) return undefined;
     if (Number.isNaN(this.#episodeStart)) {
       this.#episodeStart = now;
       this.#episodeAdmits = 0;

@@ -116,6 +116,15 @@ describe("adaptive limits (lib/_rampup.ts)", () => {
     }
   });
 
+  it("ThrottlingScopeManager rampup with a range target tolerates triggers below its low bound in a window", () => {
+    const m = manager({ delayMs: 0, rampup: { backoffTarget: [2, 4] } });
+    request(m, 0, 10);
+    request(m, 100, 10, 429); // the first of the window: tolerated
+    expect(m.state(110).delayMs).toBe(0);
+    request(m, 200, 10, 429); // the second: a cut
+    expect(m.state(210).delayMs).toBeGreaterThan(0);
+  });
+
   it("ThrottlingScopeManager (adaptive): refusals only above k in flight are a concurrency cap of k, with no delay", () => {
     const m = manager({ delayMs: 0, concurrency: 8, adaptive: true });
     // Slow start: 2, then one more per admitted answer.
