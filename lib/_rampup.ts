@@ -60,6 +60,8 @@ export interface ScopeHistory {
   readonly admittedUpTo: number;
   readonly admits: number;
   readonly firstSentAt: number;
+  /** The last sends as pairs (time, in flight; 0 when already answered), oldest first. */
+  readonly sends?: readonly number[] | undefined;
 }
 
 /** Cut below a refused rate when nothing better is known. */
@@ -166,6 +168,14 @@ export class RampupController {
         this.#periodStart = before.firstSentAt;
         this.#periodAdmits = before.admits;
       }
+      const sends = before.sends;
+      if (sends !== undefined && sends.length >= 2) {
+        for (let i = 0; i + 1 < sends.length; i += 2) {
+          const k = this.#sendCount++ % RING;
+          this.#sentAt[k] = sends[i]!;
+          this.#sentF[k] = Math.min(sends[i + 1]!, MAX_F);
+        }
+      }
     }
   }
 
@@ -181,7 +191,7 @@ export class RampupController {
       this.#periodStart = now;
     }
     if (Number.isNaN(this.#roundStart)) this.#openRound(now);
-    if (this.#sendCount === 0) this.#firstOwnSendAt = now;
+    if (this.#firstOwnSendAt === Infinity) this.#firstOwnSendAt = now;
     const i = this.#sendCount++ % RING;
     this.#sentAt[i] = now;
     this.#sentF[i] = Math.min(active, MAX_F);
@@ -238,6 +248,7 @@ export class RampupController {
 
   /** A server hold from `now` to `until` (Retry-After, an announced reset): not slow sending. */
   onHold(now: number, until: number): void {
+    if (until > this.#heldUntil) this.#heldUntil = until;
     if (until > now && !Number.isNaN(this.#blockStart)) this.#blockHeld = true;
     if (until > now && !Number.isNaN(this.#episodeStart)) this.#heldMs += until - now;
   }
@@ -259,7 +270,7 @@ export class RampupController {
     // A send from before the controller existed: in flight now is the best guess.
     const f = sentAt === undefined
       ? undefined
-      : this.#fOf(sentAt, true) ?? (this.#sendCount === 0 || sentAt < this.#firstOwnSendAt
+      : this.#fOf(sentAt, true) ?? (sentAt < this.#firstOwnSendAt
         ? Math.min(activeNow, MAX_F)
         : undefined);
     // Sent before (or at the instant of) the last cut: answered for by it.
@@ -351,7 +362,8 @@ export class RampupController {
     this.rate = this.#clampRate(next);
     this.#cut(now, true);
     this.#blockStart = now;
-    this.#blockHeld = false;
+    // The trigger's own hold (told just before it) holds the block too.
+    this.#blockHeld = this.#heldUntil > now;
     this.#probeMs = Math.max(FIRST_PROBE_MS, 2 * (this.#latencyMs || 0));
     this.#apply(knobs);
     return this.#report(knobs, why);
@@ -371,7 +383,13 @@ export class RampupController {
 
   /** Requests/s sent over the last round (at least the latency, at least one send's worth). */
   #recentSendRate(now: number): number {
-    const span = Math.max(this.#roundMs, Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs, 1);
+    // A round, or the scope's life when shorter (a young scope's few sends are fast ones).
+    const life = Number.isNaN(this.#firstSendAt) ? this.#roundMs : now - this.#firstSendAt;
+    const span = Math.max(
+      Math.min(this.#roundMs, life),
+      Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs,
+      1,
+    );
     let n = 0;
     const total = Math.min(this.#sendCount, RING);
     for (let k = 1; k <= total; k++) {
@@ -453,6 +471,8 @@ export class RampupController {
   #windows = 0;
   /** The server held the scope during the current block: it said when, there is no window to learn. */
   #blockHeld = false;
+  /** The end of the latest server hold. */
+  #heldUntil = 0;
 
   #clampRate(rate: number): number {
     const lim = this.limits;

@@ -255,7 +255,12 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       x.ramp = new RampupController(
         DEFAULT_RAMPUP,
         this.#rampLimits("adaptive", Math.max(x.baseDelayMs, x.floorMs)),
-        { admittedUpTo: this.#admittedUpTo, admits: this.#admits, firstSentAt: this.#firstSentAt },
+        {
+          admittedUpTo: this.#admittedUpTo,
+          admits: this.#admits,
+          firstSentAt: this.#firstSentAt,
+          sends: this.#sends,
+        },
       );
       if (x.holdUntil > now) x.ramp.onHold(now, x.holdUntil);
     }
