@@ -84,6 +84,8 @@ const FIRST_PROBE_MS = 250;
 const PROBE_GROWTH = 1.5;
 /** Weight of the newest latency in the moving average. */
 const LATENCY_WEIGHT = 0.2;
+/** Admits a period needs before its block is read as a window. */
+const WINDOW_MIN_ADMITS = 3;
 /** In-flight counts are tallied up to this. */
 const MAX_F = 64;
 /** Sends remembered for their in-flight count. */
@@ -268,11 +270,8 @@ export class RampupController {
     if (lim.windowMs === 0) return undefined; // instant recovery: nothing to learn, only holds
     if (Number.isNaN(this.#roundStart)) this.#openRound(now);
     // A send from before the controller existed: in flight now is the best guess.
-    const f = sentAt === undefined
-      ? undefined
-      : this.#fOf(sentAt, true) ?? (sentAt < this.#firstOwnSendAt
-        ? Math.min(activeNow, MAX_F)
-        : undefined);
+    const f = sentAt === undefined ? undefined : this.#fOf(sentAt, true) ??
+      (sentAt < this.#firstOwnSendAt ? Math.min(activeNow, MAX_F) : undefined);
     // Sent before (or at the instant of) the last cut: answered for by it.
     if (sentAt !== undefined && sentAt <= this.#lastCutAt) return undefined;
     this.#phase = "learn";
@@ -447,7 +446,12 @@ export class RampupController {
     const block = now - start;
     const roundTrip = Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs;
     const gap = this.rate === Infinity ? 0 : 1000 / this.rate;
-    if (!held && block >= Math.max(500, 4 * roundTrip, 4 * gap) && this.#periodAdmits > 1) {
+    // A window shows as several admits, then a block: one or two admits
+    // before a block are a strict spacer's, not a window's.
+    if (
+      !held && block >= Math.max(500, 4 * roundTrip, 4 * gap) &&
+      this.#periodAdmits > WINDOW_MIN_ADMITS
+    ) {
       const period = now - this.#periodStart;
       const est = ((this.#periodAdmits - 1) * 1000) / Math.max(1, period);
       // The first block ends at a probe that may be late: room above it.

@@ -7,7 +7,7 @@
  * @module
  */
 import type { ResolvedRampup, ResolvedScopeConfig } from "./settings.ts";
-import { type RampLimits, RampupController } from "./_rampup.ts";
+import { MIN_ROUND_MS, type RampLimits, RampupController } from "./_rampup.ts";
 import type {
   AnnouncedBudget,
   BackoffSignal,
@@ -57,6 +57,9 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   /** Before the controller exists: answers admitted (not a trigger status). */
   #admits = 0;
   #firstSentAt = Number.NaN;
+  /** When slow start's next round begins, and how far this round may grow. */
+  #slowStartNext = 0;
+  #slowStartCap = ADAPTIVE_START;
   /**
    * Before an adaptive scope's first trigger: the last sends as pairs (time,
    * in flight), so the trigger can tell a concurrency cap from a rate. Made
@@ -107,6 +110,8 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#admittedUpTo = 0;
     this.#admits = 0;
     this.#firstSentAt = Number.NaN;
+    this.#slowStartNext = 0;
+    this.#slowStartCap = ADAPTIVE_START;
     this.#sends = undefined;
     this.#startAdaptive(config);
     if (config.rampup !== undefined) this.enableRampup(config.rampup);
@@ -187,7 +192,10 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     const x = amount !== undefined ? this.#more() : this.#x;
     const ramp = x?.ramp;
     ramp?.onSent(now, this.#active);
-    if (this.#firstSentAt !== this.#firstSentAt) this.#firstSentAt = now; // NaN: first send
+    if (this.#firstSentAt !== this.#firstSentAt) {
+      this.#firstSentAt = now; // NaN: first send
+      this.#slowStartNext = now + MIN_ROUND_MS;
+    }
     if (
       ramp === undefined && this.config.adaptive && (this.#active >= 2 || this.#sends !== undefined)
     ) {
@@ -233,8 +241,17 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       this.#admits++;
       const f = takeSend(this.#sends, now - result.latencyMs, false) ?? 1;
       if (f > this.#admittedUpTo) this.#admittedUpTo = f;
-      if (this.#slowStart && ++this.#concurrency >= this.config.concurrency) {
-        this.#slowStart = false;
+      // One more per admitted answer, at most doubling per round (a few round
+      // trips, at least MIN_ROUND_MS), as rampup's slow start does: growing
+      // per answer alone outgrew a small burst within a round trip or two,
+      // and doubling at once overshot a concurrency cap by as many.
+      if (this.#slowStart) {
+        if (now >= this.#slowStartNext) {
+          this.#slowStartCap = Math.min(this.config.concurrency, 2 * this.#concurrency);
+          this.#slowStartNext = now + Math.max(MIN_ROUND_MS, 3 * result.latencyMs);
+        }
+        if (this.#concurrency < this.#slowStartCap) this.#concurrency++;
+        if (this.#concurrency >= this.config.concurrency) this.#slowStart = false;
       }
     }
     this.#x?.ramp?.onDone(now, result);
