@@ -86,6 +86,8 @@ const PROBE_GROWTH = 1.5;
 const LATENCY_WEIGHT = 0.2;
 /** Admits a period needs before its block is read as a window. */
 const WINDOW_MIN_ADMITS = 3;
+/** A window's estimated rate may be this much too low: bisection may climb that far above it. */
+const WINDOW_HEADROOM = 1.15;
 /** In-flight counts are tallied up to this. */
 const MAX_F = 64;
 /** Sends remembered for their in-flight count. */
@@ -244,7 +246,7 @@ export class RampupController {
     this.#periodAdmits++;
     this.#episodeAdmits++;
     if (sentAt !== undefined && sentAt > this.#lastCutAt && !Number.isNaN(this.#blockStart)) {
-      this.#endBlock(now);
+      this.#endBlock(now, sentAt);
     }
   }
 
@@ -274,6 +276,7 @@ export class RampupController {
       (sentAt < this.#firstOwnSendAt ? Math.min(activeNow, MAX_F) : undefined);
     // Sent before (or at the instant of) the last cut: answered for by it.
     if (sentAt !== undefined && sentAt <= this.#lastCutAt) return undefined;
+    if (sentAt !== undefined) this.#lastRefusedAt = sentAt;
     this.#phase = "learn";
     this.#roundTriggers++;
     // A target [lo, hi]: the first lo - 1 triggers of a window are tolerated (rampup asked for them).
@@ -340,7 +343,15 @@ export class RampupController {
     let next = pace * CUT_FACTOR;
     let why = `refused at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
     const est = this.#episodeEstimate(now);
-    if (
+    if (this.rate !== Infinity && this.#windowRate > 0) {
+      // A window site refuses the request past its quota, whatever the pace
+      // within the window: the pace was above the window's rate, which lies
+      // between the last window's estimate and this pace.
+      next = Math.min((this.#windowRate + pace) / 2, pace * (1 - CONVERGED));
+      why = `refused at ${fmt(pace)}/s, a window of about ${fmt(this.#windowRate)}/s: rate ${
+        fmt(next)
+      }/s`;
+    } else if (
       this.rate !== Infinity && this.#sendsAtRate <= 2 && this.#lastQuiet > 0 &&
       this.#lastQuiet < pace
     ) {
@@ -438,7 +449,7 @@ export class RampupController {
   }
 
   /** The first admit after a block: a window when the block was long. */
-  #endBlock(now: number): void {
+  #endBlock(now: number, sentAt: number): void {
     const start = this.#blockStart;
     const held = this.#blockHeld;
     this.#blockStart = Number.NaN;
@@ -452,10 +463,18 @@ export class RampupController {
       !held && block >= Math.max(500, 4 * roundTrip, 4 * gap) &&
       this.#periodAdmits > WINDOW_MIN_ADMITS
     ) {
-      const period = now - this.#periodStart;
-      const est = ((this.#periodAdmits - 1) * 1000) / Math.max(1, period);
-      // The first block ends at a probe that may be late: room above it.
-      this.#hi = this.#windows++ === 0 ? est * 1.1 : est;
+      // The window reset between the last refused probe and this admitted
+      // one: half way is the best guess (the admitted probe alone is late by
+      // up to the probe's interval).
+      const reset = Math.max(
+        this.#periodStart + 1,
+        Number.isNaN(this.#lastRefusedAt) ? sentAt : (this.#lastRefusedAt + sentAt) / 2,
+      );
+      const period = reset - this.#periodStart;
+      const est = ((this.#periodAdmits - 1) * 1000) / period;
+      // Room above it for the guess's error.
+      this.#hi = est * WINDOW_HEADROOM;
+      this.#windowRate = est;
       this.rate = this.#clampRate(ESTIMATE_SHARE * est);
       this.#pending.push({
         kind: "rampup",
@@ -471,8 +490,12 @@ export class RampupController {
     this.#periodAdmits = 1;
   }
 
+  /** The rate of the last window read from a block (0: no window seen). */
+  #windowRate = 0;
+  /** When the last refused request of the current block was sent. */
+  #lastRefusedAt = Number.NaN;
+
   #needsApply = false;
-  #windows = 0;
   /** The server held the scope during the current block: it said when, there is no window to learn. */
   #blockHeld = false;
   /** The end of the latest server hold. */
