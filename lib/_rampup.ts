@@ -119,6 +119,10 @@ export class RampupController {
   readonly #sentAt = new Float64Array(RING);
   readonly #sentF = new Uint8Array(RING);
   #sendCount = 0;
+  /** When the last admitted answers came. */
+  readonly #admitTimes = new Float64Array(RING);
+  readonly #admitStarts = new Float64Array(RING);
+  #admitCount = 0;
   #firstSendAt = Number.NaN;
   /** The first send this controller saw (it may be made at a scope's first trigger). */
   #firstOwnSendAt = Infinity;
@@ -244,6 +248,8 @@ export class RampupController {
     const f = this.#fOf(sentAt, false);
     if (f !== undefined) this.#admitAtF[f]!++;
     this.#periodAdmits++;
+    this.#admitStarts[this.#admitCount % RING] = sentAt ?? now;
+    this.#admitTimes[this.#admitCount++ % RING] = now;
     this.#episodeAdmits++;
     if (sentAt !== undefined && sentAt > this.#lastCutAt && !Number.isNaN(this.#blockStart)) {
       this.#endBlock(now, sentAt);
@@ -299,17 +305,21 @@ export class RampupController {
         this.#capRefuted = true;
         this.#capLimit = Infinity;
       } else if (f <= this.#capLimit && this.#capLimit !== Infinity) {
-        this.#capLimit = f - 1;
+        // Refused again under a supposed cap: the scope has pressed on the
+        // site for a round trip, so what the site served says where it is.
+        this.#capLimit = this.#capBelow(now, f);
         this.#cut(now, false);
         this.#apply(knobs);
         return this.#report(
           knobs,
-          `concurrency cap: refused with ${f} in flight, lowered to ${f - 1}`,
+          `concurrency cap: refused with ${f} in flight, lowered to ${this.#capLimit}`,
         );
       } else if (
         f >= 2 && this.#minRefusedF === f && this.#admitsBelow(f) && !this.#admitsFrom(f) &&
         this.rate === Infinity
       ) {
+        // A first refusal: the in-flight count may have just grown past the
+        // cap, and what was served shows the old count, not the cap.
         this.#capLimit = f - 1;
         this.#cut(now, false);
         this.#apply(knobs);
@@ -377,6 +387,37 @@ export class RampupController {
     this.#probeMs = Math.max(FIRST_PROBE_MS, 2 * (this.#latencyMs || 0));
     this.#apply(knobs);
     return this.#report(knobs, why);
+  }
+
+  /**
+   * The cap a refusal with `f` in flight points to: below `f`, and no more
+   * than the site was seen serving at once (the most admitted requests that
+   * overlapped, over the last few round trips). Refusals still in flight
+   * count in `f` but hold no slot at the site, so `f - 1` alone can be far
+   * too high.
+   */
+  #capBelow(now: number, f: number): number {
+    const latency = this.#latencyMs;
+    if (!(latency > 0)) return f - 1;
+    // Admitted intervals that ended in the last four latencies: +1 at each
+    // start, -1 at each end, ends first at one instant (a site frees a slot
+    // before it takes the next arrival).
+    const marks: [at: number, step: 1 | -1][] = [];
+    const n = Math.min(this.#admitCount, RING);
+    for (let k = 1; k <= n; k++) {
+      const i = (this.#admitCount - k) % RING;
+      const end = this.#admitTimes[i]!;
+      if (end <= now - 4 * latency) break;
+      marks.push([this.#admitStarts[i]!, 1], [end, -1]);
+    }
+    marks.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    let open = 0;
+    let served = 0;
+    for (const [, step] of marks) {
+      open += step;
+      if (open > served) served = open;
+    }
+    return served >= 1 ? Math.min(f - 1, served) : f - 1;
   }
 
   /** Whether a send with `f` or more in flight was ever admitted (then `f` is no cap). */
