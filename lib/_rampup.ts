@@ -668,7 +668,10 @@ export class RampupController {
     // Only a round that used its pace says the pace is safe.
     const allowed = (this.rate * this.#roundMs) / 1000;
     if (sends < 0.75 * allowed && maxActive < knobs.concurrency) return;
-    const before = this.rate;
+    // Held back by its concurrency, the round tested the rate it sent at,
+    // not its pace: climb from there (Little's law raises concurrency).
+    const sent = (sends * 1000) / this.#roundMs;
+    const before = sent < 0.75 * this.rate ? sent : this.rate;
     this.#lastQuiet = before;
     let next: number;
     let why: string;

@@ -254,6 +254,58 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
     0.95,
     0.05,
   ],
+  [
+    {
+      name: "conc 4, 429 after 300 ms",
+      limiter: { shape: "concurrency", maxConcurrency: 4 },
+      latencyMs: 300,
+    },
+    false,
+    0.95,
+    0.05,
+  ],
+  [
+    {
+      name: "fixed 10/1s, no headers",
+      limiter: { shape: "fixed-window", quota: 10, windowMs: 1000 },
+      latencyMs: 30,
+    },
+    false,
+    0.85,
+    0.05,
+  ],
+  [
+    {
+      name: "sliding 10/2s, no headers",
+      limiter: { shape: "sliding-window", quota: 10, windowMs: 2000 },
+      latencyMs: 30,
+    },
+    false,
+    0.9,
+    0.05,
+  ],
+  [
+    {
+      name: "gcra 25/s, 10 ms",
+      limiter: { shape: "token-bucket", ratePerSec: 25, burst: 1 },
+      latencyMs: 10,
+      status: 503,
+    },
+    true,
+    0.9,
+    0.05,
+  ],
+  [
+    {
+      name: "shed 3 workers, queue 1",
+      limiter: { shape: "load-shed", workers: 3, maxQueue: 1 },
+      latencyMs: 100,
+      status: 503,
+    },
+    false,
+    0.95,
+    0.05,
+  ],
 ];
 
 describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
