@@ -75,6 +75,23 @@ export interface ZooDecision {
   readonly latencyMs: number;
   /** Call when the answer has gone (or the client gave up), for limiters that count requests in flight. */
   readonly release: (() => void) | undefined;
+  /**
+   * The budget this answer announces (only when the site announces one):
+   * requests left and the time from this arrival to the reset. A server
+   * counts refusals inside a hold it has announced from it.
+   */
+  readonly announced?: { readonly remaining: number; readonly resetInMs: number };
+}
+
+/** Options of {@linkcode createZooLimiter}. */
+export interface ZooLimiterOptions {
+  /**
+   * Epoch ms at scheduler time 0: the base of `X-RateLimit-Reset` epochs,
+   * `Date` and `Retry-After` dates. A server on the real clock passes the
+   * offset of its scheduler from the wall clock (0 for `asyncScheduler`).
+   * @default ZOO_EPOCH_MS
+   */
+  readonly epochMs?: number;
 }
 
 /** One site's limiter with its state. */
@@ -240,7 +257,12 @@ function verdictOf(spec: ZooSiteSpec): (now: number) => Verdict {
   }
 }
 
-function announced(spec: ZooSiteSpec, v: Verdict, now: number): Record<string, string> {
+function announced(
+  spec: ZooSiteSpec,
+  v: Verdict,
+  now: number,
+  epochMs: number,
+): Record<string, string> {
   const a = spec.announce ?? "none";
   if (a === "none" || v.quota === undefined || v.windowMs === undefined) return {};
   const remaining = v.remaining ?? 0;
@@ -259,7 +281,7 @@ function announced(spec: ZooSiteSpec, v: Verdict, now: number): Record<string, s
       return {
         "x-ratelimit-limit": String(v.quota),
         "x-ratelimit-remaining": String(remaining),
-        "x-ratelimit-reset": String(Math.ceil((ZOO_EPOCH_MS + now + resetInMs) / 1000)),
+        "x-ratelimit-reset": String(Math.ceil((epochMs + now + resetInMs) / 1000)),
       };
     case "x-delta":
       return {
@@ -274,6 +296,7 @@ function announced(spec: ZooSiteSpec, v: Verdict, now: number): Record<string, s
  * A fresh limiter for `spec`, at rest.
  *
  * @param spec The site.
+ * @param options The epoch of its dates.
  * @returns Its limiter.
  * @throws {RangeError} When the spec is out of range, naming the field.
  * @example Five at once against a burst of 3
@@ -288,8 +311,13 @@ function announced(spec: ZooSiteSpec, v: Verdict, now: number): Record<string, s
  * console.assert(statuses.join() === "200,200,200,429,429");
  * ```
  */
-export function createZooLimiter(spec: ZooSiteSpec): ZooLimiter {
+export function createZooLimiter(
+  spec: ZooSiteSpec,
+  options: ZooLimiterOptions = {},
+): ZooLimiter {
   validateZooSpec(spec);
+  const epochMs = options.epochMs ?? ZOO_EPOCH_MS;
+  const announces = (spec.announce ?? "none") !== "none";
   const verdict = verdictOf(spec);
   const status = spec.status ?? 429;
   const retryAfter = spec.retryAfter ?? "none";
@@ -297,23 +325,27 @@ export function createZooLimiter(spec: ZooSiteSpec): ZooLimiter {
   return {
     arrive(now) {
       const v = verdict(now);
-      const headers = announced(spec, v, now);
+      const headers = announced(spec, v, now, epochMs);
       if (retryAfter === "date") {
-        headers["date"] = new Date(ZOO_EPOCH_MS + now).toUTCString();
+        headers["date"] = new Date(epochMs + now).toUTCString();
       }
+      const budget = announces && v.quota !== undefined
+        ? { announced: { remaining: v.remaining ?? 0, resetInMs: v.resetInMs ?? 0 } }
+        : {};
       if (v.allowed) {
         return {
           status: 200,
           headers,
           latencyMs: spec.latencyMs + (v.queueMs ?? 0),
           release: v.release,
+          ...budget,
         };
       }
       if (retryAfter === "seconds") headers["retry-after"] = retryAfterSeconds(v.waitMs);
       if (retryAfter === "date") {
-        headers["retry-after"] = retryAfterDate(ZOO_EPOCH_MS + now, v.waitMs);
+        headers["retry-after"] = retryAfterDate(epochMs + now, v.waitMs);
       }
-      return { status, headers, latencyMs: rejectLatencyMs, release: undefined };
+      return { status, headers, latencyMs: rejectLatencyMs, release: undefined, ...budget };
     },
   };
 }
