@@ -316,6 +316,10 @@ export class RampupController {
         );
       } else if (
         f >= 2 && this.#minRefusedF === f && this.#admitsBelow(f) && !this.#admitsFrom(f) &&
+        // The second of two in flight refused: a strict spacer does that
+        // too (a short gap), and a cap of one would pin it to one in flight;
+        // a site that serves one at a time is found as a rate.
+        f >= 3 &&
         this.rate === Infinity
       ) {
         // A first refusal: the in-flight count may have just grown past the
