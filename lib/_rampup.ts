@@ -344,6 +344,8 @@ export class RampupController {
       const until = now + wait;
       if (until > this.holdUntil) this.holdUntil = until;
       this.#lastCutAt = now;
+      // One probe at a time: a burst at the end of each wait is refused whole.
+      knobs.concurrency = 1;
       return this.#report(knobs, `refused again: next probe in ${Math.round(wait)} ms`);
     }
 
@@ -390,6 +392,10 @@ export class RampupController {
     this.#blockHeld = this.#heldUntil > now;
     this.#probeMs = Math.max(FIRST_PROBE_MS, 2 * (this.#latencyMs || 0));
     this.#apply(knobs);
+    // One in flight until a send after the cut is answered: at a high pace
+    // and a long round trip the new pace would otherwise send a round trip's
+    // worth into a wall before its first refusal came back.
+    knobs.concurrency = Math.min(knobs.concurrency, Math.max(1, this.limits.minConcurrency));
     return this.#report(knobs, why);
   }
 
@@ -533,6 +539,8 @@ export class RampupController {
     }
     this.#periodStart = now;
     this.#periodAdmits = 1;
+    // Back from one probe at a time to what the pace needs.
+    this.#needsApply = true;
   }
 
   /** The rate of the last window read from a block (0: no window seen). */
@@ -632,7 +640,7 @@ export class RampupController {
     const idle = sends === 0 || now - (this.#roundStart + this.#roundMs) >= this.#roundMs;
     if (idle) this.#roundStart = Number.NaN;
     else this.#openRound(now);
-    if (triggers > 0 || sends === 0) return;
+    if (triggers > 0 || sends === 0 || !Number.isNaN(this.#blockStart)) return;
     if (now - this.#lastCutAt >= this.limits.windowMs) this.#episodeStart = Number.NaN;
     if (this.#phase === "start") {
       if (this.limits.mode === "rampup" && maxActive >= knobs.concurrency) {
