@@ -75,6 +75,49 @@ function readLines(path: string): Record<string, unknown>[] {
 }
 
 let server: RecordingServer | undefined;
+
+/**
+ * A crawl of /1 to /8, one at a time, with a job directory, against a server
+ * that holds every request after /3 unanswered; stopped with `signal` once one
+ * is held. `release()` lets the server answer again (for the resume).
+ */
+async function stoppedJobCrawl(signal: "SIGINT" | "SIGTERM") {
+  let hang = true;
+  const held: import("node:http").ServerResponse[] = [];
+  const s = await startRecordingServer((req, res) => {
+    const n = Number(req.url?.slice(1));
+    if (hang && n > 3) {
+      held.push(res); // never answered: the crawl is stopped while it waits
+      return;
+    }
+    res.writeHead(200, { connection: "close" });
+    res.end("ok");
+  });
+  server = s;
+  const dir = tempDir();
+  writeFileSync(
+    join(dir, "urls.txt"),
+    Array.from({ length: 8 }, (_, i) => `${s.origin}/${i + 1}`).join("\n"),
+  );
+  const args = [
+    "crawl",
+    join(dir, "urls.txt"),
+    "--jobdir",
+    join(dir, "job"),
+    "--set",
+    "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+    "--plain",
+  ];
+  const first = await politely([...args, "--output", join(dir, "first.jsonl")], {
+    interruptWhen: () => held.length > 0,
+    signal,
+  });
+  const release = () => {
+    hang = false;
+    for (const res of held) res.destroy();
+  };
+  return { s, dir, args, first, release };
+}
 const agents: string[] = [];
 afterEach(async () => {
   await server?.close();
@@ -346,35 +389,7 @@ describe("politely crawl", () => {
   it(
     "politely crawl stops cleanly on SIGINT and a second run resumes from the job directory",
     async () => {
-      let hang = true;
-      const held: import("node:http").ServerResponse[] = [];
-      server = await startRecordingServer((req, res) => {
-        const n = Number(req.url?.slice(1));
-        if (hang && n > 3) {
-          held.push(res); // never answered: the crawl is stopped while it waits
-          return;
-        }
-        res.writeHead(200, { connection: "close" });
-        res.end("ok");
-      });
-      const s = server;
-      const dir = tempDir();
-      writeFileSync(
-        join(dir, "urls.txt"),
-        Array.from({ length: 8 }, (_, i) => `${s.origin}/${i + 1}`).join("\n"),
-      );
-      const args = [
-        "crawl",
-        join(dir, "urls.txt"),
-        "--jobdir",
-        join(dir, "job"),
-        "--set",
-        "CONCURRENT_REQUESTS_PER_DOMAIN=1",
-        "--plain",
-      ];
-      const first = await politely([...args, "--output", join(dir, "first.jsonl")], {
-        interruptWhen: () => held.length > 0,
-      });
+      const { s, dir, args, first, release } = await stoppedJobCrawl("SIGINT");
       // Deno's child_process reports a child that handled SIGINT and exited
       // 130 as ended by the signal (code null); the output below shows it
       // stopped cleanly all the same.
@@ -388,8 +403,7 @@ describe("politely crawl", () => {
       expect(done.every((l) => l.status === 200)).toBe(true);
       const firstPaths = new Set(done.map((l) => new URL(l.url as string).pathname));
       expect(firstPaths.size).toBeGreaterThan(0);
-      hang = false;
-      for (const res of held) res.destroy();
+      release();
       const before = s.arrivals.length;
       const second = await politely([...args, "--output", join(dir, "second.jsonl")]);
       expect(second.code).toBe(0);
@@ -415,36 +429,7 @@ describe("politely crawl", () => {
   it(
     "politely crawl stops cleanly on SIGTERM: output flushed, job directory compacted, exit 143, a resume sends the rest",
     async () => {
-      let hang = true;
-      const held: import("node:http").ServerResponse[] = [];
-      server = await startRecordingServer((req, res) => {
-        const n = Number(req.url?.slice(1));
-        if (hang && n > 3) {
-          held.push(res);
-          return;
-        }
-        res.writeHead(200, { connection: "close" });
-        res.end("ok");
-      });
-      const s = server;
-      const dir = tempDir();
-      writeFileSync(
-        join(dir, "urls.txt"),
-        Array.from({ length: 8 }, (_, i) => `${s.origin}/${i + 1}`).join("\n"),
-      );
-      const args = [
-        "crawl",
-        join(dir, "urls.txt"),
-        "--jobdir",
-        join(dir, "job"),
-        "--set",
-        "CONCURRENT_REQUESTS_PER_DOMAIN=1",
-        "--plain",
-      ];
-      const first = await politely([...args, "--output", join(dir, "first.jsonl")], {
-        interruptWhen: () => held.length > 0,
-        signal: "SIGTERM",
-      });
+      const { s, dir, args, first, release } = await stoppedJobCrawl("SIGTERM");
       // Deno reports a child that handled the signal and exited as ended by it (code null).
       expect("Deno" in globalThis ? [143, null] : [143], first.stderr).toContain(first.code);
       expect(first.stderr).toContain("stopping on SIGTERM");
@@ -460,8 +445,7 @@ describe("politely crawl", () => {
       expect(existsSync(join(dir, "job", "requests.log.tmp"))).toBe(false);
       expect(records.filter((r) => r[0] === "E")).toHaveLength(5);
       expect(records.filter((r) => r[0] === "C")).toHaveLength(0);
-      hang = false;
-      for (const res of held) res.destroy();
+      release();
       const before = s.arrivals.length;
       const second = await politely([...args, "--output", join(dir, "second.jsonl")]);
       expect(second.code).toBe(0);
