@@ -29,6 +29,7 @@
  */
 import { parseSettings, type RampupConfig, type ResolvedRampup } from "./settings.ts";
 import type { DoneInfo, ScopeStep } from "./scope_manager_protocol.ts";
+import { admitted } from "./_admitted.ts";
 
 /** What a step moves: the manager's delay and concurrency. */
 export interface RampKnobs {
@@ -187,6 +188,15 @@ export class RampupController {
     }
   }
 
+  /**
+   * Whether the controller cut the scope's pace or concurrency less than a
+   * window ago: like a backoff level, what it learned must not be forgotten
+   * (evicted) yet.
+   */
+  cutRecently(now: number): boolean {
+    return now - this.#lastCutAt < this.limits.windowMs;
+  }
+
   /** Whether the delay is a rate learned from the site (jitter may not shorten it). */
   get paced(): boolean {
     return this.rate !== Infinity;
@@ -236,8 +246,7 @@ export class RampupController {
 
   /** A request settled at `now` (after any trigger for it). */
   onDone(now: number, result: DoneInfo | undefined): void {
-    if (result === undefined || result.status === undefined) return;
-    if (this.limits.triggerCodes.includes(result.status)) return;
+    if (!admitted(result, this.limits.triggerCodes)) return;
     const l = result.latencyMs;
     const sentAt = Number.isFinite(l) && l >= 0 ? now - l : undefined;
     if (sentAt !== undefined) {
@@ -254,6 +263,21 @@ export class RampupController {
     if (sentAt !== undefined && sentAt > this.#lastCutAt && !Number.isNaN(this.#blockStart)) {
       this.#endBlock(now, sentAt);
     }
+  }
+
+  /**
+   * Pace no faster than `delayMs` apart (learned elsewhere: another process
+   * of a shared crawl). Returns whether the knobs changed.
+   */
+  adopt(knobs: RampKnobs, delayMs: number, why: string): boolean {
+    const rate = this.#clampRate(1000 / delayMs);
+    if (!(rate < this.rate)) return false;
+    this.#phase = "learn";
+    this.rate = rate;
+    if (rate < this.#hi) this.#hi = rate / (1 - CONVERGED);
+    this.#apply(knobs);
+    this.#report(knobs, `${why}: pace ${fmt(rate)}/s`);
+    return true;
   }
 
   /** A server hold from `now` to `until` (Retry-After, an announced reset): not slow sending. */

@@ -47,6 +47,9 @@ import {
 import { scopeKind } from "./settings.ts";
 import type { Throttler } from "./throttler.ts";
 
+/** Robots.txt restricts and restores a scope for a while: an adaptive slow start goes on. */
+const TEMPORARY = { temporary: true } as const;
+
 /** A URL that robots.txt does not let us fetch; comes out as an error outcome. */
 export class RobotsTxtDisallowedError extends Error {
   override readonly name: string = "RobotsTxtDisallowedError";
@@ -221,7 +224,7 @@ export function obeyRobotsTxt<R, T>(
     const concurrency = throttler.state(scope)?.concurrency ?? c.concurrency;
     if (concurrency <= 1) return;
     restricted.set(scope, concurrency);
-    throttler.setConcurrency(scope, 1);
+    throttler.setConcurrency(scope, 1, TEMPORARY);
   };
 
   /** Apply the Crawl-delay decision; returns the delay now in force for the request's scopes. */
@@ -262,7 +265,7 @@ export function obeyRobotsTxt<R, T>(
       });
       return d.apply.delayMs;
     }
-    if (before !== undefined) throttler.setConcurrency(scope, before);
+    if (before !== undefined) throttler.setConcurrency(scope, before, TEMPORARY);
     if (d.warning !== undefined) {
       throttler.warnOnce(`robots:${scope}`, "robots-crawl-delay", `${scope}: ${d.warning}`, scope);
     }
@@ -370,7 +373,7 @@ export function obeyRobotsTxt<R, T>(
         for (const scope of targets) {
           const before = restricted.get(scope);
           restricted.delete(scope);
-          if (before !== undefined) throttler.setConcurrency(scope, before);
+          if (before !== undefined) throttler.setConcurrency(scope, before, TEMPORARY);
         }
       };
       const onError = (error: unknown): void => {

@@ -8,10 +8,12 @@
  */
 import type { ResolvedRampup, ResolvedScopeConfig } from "./settings.ts";
 import { MIN_ROUND_MS, type RampLimits, RampupController } from "./_rampup.ts";
+import { admitted } from "./_admitted.ts";
 import type {
   AnnouncedBudget,
   BackoffSignal,
   BaseDelayOptions,
+  ConcurrencyOptions,
   DoneInfo,
   QuotaReconciliation,
   ScopeState,
@@ -234,10 +236,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   recordDone(now: number, result?: DoneInfo): void {
     if (this.#active > 0) this.#active--;
     this.#lastActivity = now;
-    if (
-      this.#x?.ramp === undefined && result !== undefined && result.status !== undefined &&
-      !this.config.backoff.httpCodes.includes(result.status)
-    ) {
+    if (this.#x?.ramp === undefined && admitted(result, this.config.backoff.httpCodes)) {
       this.#admits++;
       const f = takeSend(this.#sends, now - result.latencyMs, false) ?? 1;
       if (f > this.#admittedUpTo) this.#admittedUpTo = f;
@@ -379,6 +378,30 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     }
   }
 
+  /**
+   * An adaptive scope paces no faster than `delayMs` (a pace learned by
+   * another process). Not adaptive, or already slower: nothing changes.
+   *
+   * @param now Scheduler time, ms.
+   * @param delayMs The slowest pace to keep, ms between sends.
+   * @param why For the `rampup` step it reports.
+   */
+  adoptDelay(now: number, delayMs: number, why: string): void {
+    const x = this.#more();
+    if (x.level > 0 || (x.ramp === undefined && !this.config.adaptive)) return;
+    this.#slowStart = false;
+    x.ramp ??= new RampupController(
+      DEFAULT_RAMPUP,
+      this.#rampLimits("adaptive", Math.max(x.baseDelayMs, x.floorMs)),
+    );
+    const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
+    if (!x.ramp.adopt(knobs, delayMs, why)) return;
+    this.#delayMs = knobs.delayMs;
+    this.#concurrency = knobs.concurrency;
+    const next = now + this.#delayMs;
+    if (next > this.#nextSendAt) this.#nextSendAt = next;
+  }
+
   setBaseDelay(delayMs: number, options?: BaseDelayOptions): void {
     const x = this.#more();
     const wasAtBase = x.level === 0;
@@ -387,8 +410,8 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     if (wasAtBase || this.#delayMs < delayMs) this.#delayMs = delayMs;
   }
 
-  setConcurrency(concurrency: number): void {
-    this.#slowStart = false;
+  setConcurrency(concurrency: number, options?: ConcurrencyOptions): void {
+    if (options?.temporary !== true) this.#slowStart = false;
     this.#concurrency = Math.max(1, this.config.minConcurrency, concurrency);
   }
 
@@ -399,6 +422,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     return this.#active === 0 && this.#nextSendAt <= now &&
       (x === undefined ||
         (x.level === 0 && x.holdUntil <= now && !(x.quotaUsed > 0 && now < x.quotaResetsAt) &&
+          !(x.ramp !== undefined && x.ramp.cutRecently(now)) &&
           !(x.ann !== undefined && now < x.ann.resetAt))) &&
       now - this.#lastActivity >= maxIdleMs;
   }

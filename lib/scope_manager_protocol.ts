@@ -54,6 +54,8 @@ export interface DoneInfo {
   readonly latencyMs: number;
   /** HTTP status, when the download produced a response that has one. */
   readonly status: number | undefined;
+  /** The download failed (an error outcome, no response). @default false */
+  readonly failed?: boolean;
 }
 
 /** How a new configured delay is to be kept. */
@@ -64,6 +66,17 @@ export interface BaseDelayOptions {
    * @default false
    */
   readonly floor?: boolean;
+}
+
+/** How a new concurrency limit is to be kept. */
+export interface ConcurrencyOptions {
+  /**
+   * A limit for a while (robots.txt's one at a time while it is unknown, and
+   * putting the old limit back): an adaptive scope's slow start goes on from
+   * it instead of ending there.
+   * @default false
+   */
+  readonly temporary?: boolean;
 }
 
 /** A correction to a scope's quota use, from the response. */
@@ -131,10 +144,15 @@ export interface ThrottlingScopeManagerProtocol {
    * are ignored.
    */
   recordAnnounced?(now: number, budget: AnnouncedBudget): void;
+  /**
+   * Pace no faster than `delayMs` (a pace another process learned; optional:
+   * managers that do not adapt leave it out).
+   */
+  adoptDelay?(now: number, delayMs: number, why: string): void;
   /** Replace the configured delay (e.g. from robots.txt Crawl-delay). */
   setBaseDelay(delayMs: number, options?: BaseDelayOptions): void;
   /** Replace the concurrency limit. */
-  setConcurrency(concurrency: number): void;
+  setConcurrency(concurrency: number, options?: ConcurrencyOptions): void;
   /**
    * Whether the scope may be forgotten: nothing in flight, no hold, no backoff, no send still to
    * wait for, no quota use to remember, idle long enough. A forgotten scope comes back from its

@@ -19,6 +19,7 @@ import type {
   AnnouncedBudget,
   BackoffSignal,
   BaseDelayOptions,
+  ConcurrencyOptions,
   DoneInfo,
   QuotaReconciliation,
   ScopeState,
@@ -493,6 +494,23 @@ export class Throttler<R = unknown> {
     this.#flushChanges();
   }
 
+  /**
+   * An adaptive scope goes no faster than `delayMs` apart (a pace another
+   * process learned, through `shareBackoff`); slower scopes and scopes that
+   * do not adapt are left as they are. The step is a `rampup` event.
+   */
+  adoptDelay(scope: string, delayMs: number, cause = "adopted"): void {
+    const entry = this.#entry(scope);
+    const now = this.scheduler.now();
+    const manager = entry.manager;
+    if (manager.adoptDelay === undefined) return;
+    this.#advance(scope, entry, now);
+    manager.adoptDelay(now, delayMs, cause);
+    this.#advance(scope, entry, now);
+    this.#changed(scope, entry, now);
+    this.#flushChanges();
+  }
+
   /** Correct a scope's quota use (the reference's `reconcile_quota`). */
   reconcileQuota(scope: string, reconciliation: QuotaReconciliation): void {
     const entry = this.#entry(scope);
@@ -510,10 +528,10 @@ export class Throttler<R = unknown> {
     this.#flushChanges();
   }
 
-  /** Replace a scope's concurrency limit. */
-  setConcurrency(scope: string, concurrency: number): void {
+  /** Replace a scope's concurrency limit (`temporary`: see `ConcurrencyOptions`). */
+  setConcurrency(scope: string, concurrency: number, options?: ConcurrencyOptions): void {
     const entry = this.#entry(scope);
-    entry.manager.setConcurrency(concurrency);
+    entry.manager.setConcurrency(concurrency, options);
     this.#changed(scope, entry, this.scheduler.now());
     this.#flushChanges();
   }

@@ -42,6 +42,9 @@ async function crawl(
     robotsTxtObey: true,
     robotsTxtMaxDelayMs: 50, // keeps the real-time waits short; the decision is what is checked
     userAgent: UA,
+    // The configuration robots.txt keeps or changes is what is checked: no
+    // adaptive slow start (its own test is below).
+    adaptive: false,
     ...settings,
   });
   const events: ThrottleEvent[] = [];
@@ -139,6 +142,19 @@ describe("obeyRobotsTxt() against a loopback server", () => {
       // Never sent: not a final answer about the URL (a job directory keeps it).
       expect(isLocalFailure(e)).toBe(true);
       expect(server.arrivals.map((a) => a.path)).toEqual(["/robots.txt"]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("obeyRobotsTxt() puts an adaptive scope back to its slow start after robots.txt (404)", async () => {
+    const server = await robotsServer("not found", 404);
+    try {
+      const r = await crawl(server.origin, ["/a", "/b", "/c"], { adaptive: true });
+      expect(byUrl(r.outcomes)).toEqual({ "/a": 200, "/b": 200, "/c": 200 });
+      // One at a time while robots.txt was unknown, then back to the slow
+      // start's 2 as a temporary limit (test/scope_manager.test.ts: it grows on).
+      expect(r.state?.concurrency).toBe(2);
     } finally {
       await server.close();
     }

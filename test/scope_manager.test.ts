@@ -24,6 +24,53 @@ function manager(
   return new ThrottlingScopeManager({ scope: S, config, random });
 }
 
+describe("ThrottlingScopeManager (adaptive slow start)", () => {
+  /** Admitted answers 50 ms apart from `from` for `ms`, each sent and answered at once. */
+  function admits(m: ThrottlingScopeManager, from: number, ms: number): void {
+    for (let t = from; t < from + ms; t += 50) {
+      m.recordSent(t);
+      m.recordDone(t, { latencyMs: 0, status: 200 });
+    }
+  }
+
+  it("ThrottlingScopeManager slow start: 2, then one more per admitted answer, at most doubling per round", () => {
+    const m = manager({ adaptive: true, concurrency: 8 });
+    // [until, concurrency]
+    const table: [number, number][] = [[0, 2], [199, 2], [399, 4], [599, 8], [2_000, 8]];
+    let t = 0;
+    for (const [until, concurrency] of table) {
+      admits(m, t, until - t + 1);
+      t = until + 1;
+      expect({ until, c: m.state(until).concurrency }).toEqual({ until, c: concurrency });
+    }
+  });
+
+  it("ThrottlingScopeManager.setConcurrency(): a temporary limit lets slow start go on, a permanent one ends it", () => {
+    const temporary = manager({ adaptive: true, concurrency: 8 });
+    const permanent = manager({ adaptive: true, concurrency: 8 });
+    temporary.setConcurrency(1, { temporary: true });
+    temporary.setConcurrency(2, { temporary: true });
+    permanent.setConcurrency(2);
+    admits(temporary, 0, 1_000);
+    admits(permanent, 0, 1_000);
+    expect(temporary.state(1_000).concurrency).toBe(8);
+    expect(permanent.state(1_000).concurrency).toBe(2);
+  });
+
+  it("ThrottlingScopeManager slow start counts answers without a status as admitted, failures not", () => {
+    const answered = manager({ adaptive: true, concurrency: 8 });
+    const failing = manager({ adaptive: true, concurrency: 8 });
+    for (let t = 0; t < 1_000; t += 50) {
+      answered.recordSent(t);
+      answered.recordDone(t, { latencyMs: 0, status: undefined });
+      failing.recordSent(t);
+      failing.recordDone(t, { latencyMs: 0, status: undefined, failed: true });
+    }
+    expect(answered.state(1_000).concurrency).toBe(8);
+    expect(failing.state(1_000).concurrency).toBe(2);
+  });
+});
+
 describe("ThrottlingScopeManager", () => {
   it("ThrottlingScopeManager.canSend() answers the wait until the delay after the last send", () => {
     const m = manager({ delayMs: 100, jitter: 0, concurrency: 4 });
