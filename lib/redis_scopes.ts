@@ -106,6 +106,11 @@ export interface SharedBackoffMessage {
   readonly scope: string;
   /** The sender's backoff level after the trigger. */
   readonly level: number;
+  /**
+   * The sender's delay after the trigger: an adaptive scope (no levels) that
+   * learned a slower pace tells it this way.
+   */
+  readonly delayMs?: number | undefined;
   readonly cause: string;
   /** A hold that came with it (Retry-After, RateLimit-Reset, delayScope). */
   readonly hold:
@@ -553,6 +558,7 @@ class RedisScopesStore implements RedisScopes {
       from: this.processId,
       scope: backoff.scope,
       level: backoff.level,
+      delayMs: backoff.delayMs,
       cause: backoff.cause,
       hold: backoff.hold,
     };

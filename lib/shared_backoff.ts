@@ -96,6 +96,7 @@ export function shareBackoff<R>(
       queue({
         scope: event.scope,
         level: event.level,
+        delayMs: event.delayMs,
         cause: event.cause,
         hold: pending?.get(event.scope)?.hold,
       });
@@ -139,6 +140,15 @@ function apply<R>(throttler: Throttler<R>, message: SharedBackoffMessage): void 
       { holdMs: message.hold.ms, uncapped: true, cause, ...(explained ? { explained } : {}) },
       message.hold.source,
     );
+  }
+  // An adaptive sender has no levels: it tells the pace it learned, and a
+  // slower one is adopted here (the shared leases then space the cluster).
+  const delayMs = message.delayMs;
+  if (
+    message.level === 0 && typeof delayMs === "number" && Number.isFinite(delayMs) && delayMs > 0
+  ) {
+    throttler.adoptDelay(scope, delayMs, cause);
+    return;
   }
   for (let i = 0; i < MAX_STEPS; i++) {
     const level = throttler.state(scope)?.backoffLevel ?? 0;

@@ -10,7 +10,12 @@ import { recordingDownload, testScheduler } from "./_helpers/test_scheduler.ts";
 
 function setup(settings: ThrottlerSettingsInput) {
   const scheduler = testScheduler();
-  const throttler = createThrottler<string>(settings, { scheduler, random: () => 0.5 });
+  // The store's rules on the reference's scopes (a new scope is its configuration);
+  // adaptive scopes: the test that says so.
+  const throttler = createThrottler<string>({ adaptive: false, ...settings }, {
+    scheduler,
+    random: () => 0.5,
+  });
   const events: ThrottleEvent[] = [];
   let peakOverBusy = -Infinity;
   throttler.events$.subscribe((e) => {
@@ -72,6 +77,22 @@ describe("Throttler scope eviction (virtual time)", () => {
     t.scheduler.flush();
     expect(rec.sends).toHaveLength(500);
     expect(t.peak()).toBeLessThanOrEqual(30);
+  });
+
+  it("Throttler never evicts an adaptive scope within a window of its last cut, and rebuilds it afterwards", () => {
+    const t = setup({ adaptive: true, scopeLimit: 2, scopeMaxIdleMs: 100 });
+    t.throttler.recordBackoff("cut.test"); // nothing measured: one ordinary step, 1 s
+    expect(t.throttler.state("cut.test")!.delayMs).toBe(1_000);
+    send(t, Array.from({ length: 50 }, (_, i) => [i, `http://x${i}.test/`] as const));
+    t.scheduler.flush();
+    expect(t.evicted().map((e) => e.split(":")[0])).not.toContain("cut.test");
+    // A window (60 s) later it may go, and comes back as a new scope.
+    send(t, Array.from({ length: 50 }, (_, i) => [61_000 + i, `http://y${i}.test/`] as const));
+    t.scheduler.flush();
+    expect(t.evicted().map((e) => e.split(":")[0])).toContain("cut.test");
+    send(t, [[70_000, "http://cut.test/"]]);
+    t.scheduler.flush();
+    expect(t.throttler.state("cut.test")).toMatchObject({ delayMs: 0, concurrency: 2 });
   });
 
   it("Throttler never evicts a scope in a hold, in backoff or watched", () => {
@@ -257,6 +278,7 @@ describe("Throttler eviction properties", () => {
       fc.property(churn, ({ configs, scopeLimit, cap, requests }) => {
         const scheduler = testScheduler();
         const throttler = createThrottler<string>({
+          adaptive: false, // each scope's configuration is what must be left (no slow start)
           concurrentRequests: cap,
           scopeLimit,
           scopes: Object.fromEntries(HOSTS.map((h, i) => [h, { ...configs[i]!, jitter: 0 }])),

@@ -44,8 +44,10 @@ async function barrier(sender: RedisScopes, listener: RedisScopes): Promise<void
 /** Two processes, each a store and a throttler sharing its backoff through it. */
 async function sharingPair(settings: ThrottlerSettingsInput = {}) {
   const [a, b] = await stores(2);
-  const ta = createThrottler<string>(settings);
-  const tb = createThrottler<string>(settings);
+  // Levels are what most of these tests follow: the reference's exponential
+  // backoff unless a test asks for adaptive scopes.
+  const ta = createThrottler<string>({ adaptive: false, ...settings });
+  const tb = createThrottler<string>({ adaptive: false, ...settings });
   const sa = shareBackoff(a!, ta);
   const sb = shareBackoff(b!, tb);
   onCleanup(() => sa.unsubscribe());
@@ -58,8 +60,8 @@ const level = <R>(t: Throttler<R>, scope: string) => t.state(scope)?.backoffLeve
 describe("shareBackoff()", () => {
   it("shareBackoff() applies one throttler's backoff and hold to another, once, with no echo", async () => {
     const [a, b, watcher] = await stores(3);
-    const ta = createThrottler();
-    const tb = createThrottler();
+    const ta = createThrottler({ adaptive: false });
+    const tb = createThrottler({ adaptive: false });
     const sa = shareBackoff(a!, ta);
     const sb = shareBackoff(b!, tb);
     onCleanup(() => sa.unsubscribe());
@@ -81,10 +83,26 @@ describe("shareBackoff()", () => {
       from: "p0",
       scope: "s.test",
       level: 1,
+      delayMs: 1_000,
       cause: "status 429",
       hold: { ms: 3_000, source: "retry-after" },
     }]);
     expect(level(ta, "s.test")).toBe(1);
+  });
+
+  it("shareBackoff() gives an adaptive scope the slower pace another process learned, and no faster one", async () => {
+    const { a, b, ta, tb } = await sharingPair({ adaptive: true });
+    // Nothing measured in a: one ordinary step, to a 1 s pace.
+    ta.recordBackoff("p.test", { cause: "status 429" });
+    expect(ta.state("p.test")!.delayMs).toBe(1_000);
+    await until(() => (tb.state("p.test")?.delayMs ?? 0) >= 1_000, "the pace to reach b");
+    expect(tb.state("p.test")).toMatchObject({ delayMs: 1_000, backoffLevel: 0 });
+    // b already slower: a faster pace from a changes nothing.
+    tb.adoptDelay("q.test", 5_000);
+    ta.recordBackoff("q.test", { cause: "status 429" });
+    await until(() => (ta.state("q.test")?.delayMs ?? 0) === 1_000, "a's own step");
+    await barrier(a, b); // a's message about q.test has reached b
+    expect(tb.state("q.test")!.delayMs).toBe(5_000);
   });
 
   it("shareBackoff() shares an announced budget's hold as a hold, with no backoff step", async () => {

@@ -10,7 +10,9 @@ import { testScheduler } from "./_helpers/test_scheduler.ts";
 
 function setup(settings: ThrottlerSettingsInput = {}, options: ThrottlerOptions<unknown> = {}) {
   const scheduler = testScheduler();
-  const throttler = createThrottler<unknown>(settings, {
+  // Stores and events over the reference's exponential levels; adaptive
+  // scopes' steps: test/rampup.test.ts and test/zoo_crawl.test.ts.
+  const throttler = createThrottler<unknown>({ adaptive: false, ...settings }, {
     scheduler,
     random: () => 0.5,
     ...options,
