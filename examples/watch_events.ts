@@ -1,7 +1,7 @@
 /**
  * Watching throttling live: `throttler.events$` (what happened: a backoff, a
- * hold, a retry, a recovery) and `throttler.scope$(name)` (how a scope stands
- * after every change: delay, backoff level, requests in flight, hold) printed
+ * hold, a retry, an adaptive step with its reason) and `throttler.scope$(name)`
+ * (how a scope stands after every change: delay, concurrency, hold) printed
  * as a compact log while a loopback site answers 429 with `Retry-After: 1`
  * now and then.
  * Run with `npx tsx examples/watch_events.ts` (or `npx deno run -A`, `npx bun`).
@@ -57,7 +57,9 @@ export async function main(log: (line: string) => void = console.log): Promise<W
       concurrentRequestsPerDomain: 2,
       downloadDelayMs: 50,
       jitter: 0,
-      // Small numbers so a few seconds show a backoff and its recovery.
+      // A short window so a few seconds show the scope adapt and climb back
+      // (domain scopes are adaptive by default; `adaptive: false` would show
+      // Scrapy's exponential steps and their recovery instead).
       backoff: { minDelayMs: 200, windowMs: 400, jitter: 0 },
     });
     const started = throttler.scheduler.now();
@@ -85,7 +87,11 @@ export async function main(log: (line: string) => void = console.log): Promise<W
           statusesAt = e.at;
           break;
         case "backoff":
-          line(e.at, `BACKOFF  ${name(e.scope)}: delay ${e.delayMs}ms, level ${e.level}`);
+          line(e.at, `BACKOFF  ${name(e.scope)}: ${e.cause}`);
+          break;
+        case "rampup":
+          // The adaptive scope's steps: what it learned from the refusal, and its climb back.
+          line(e.at, `ADAPT    ${name(e.scope)}: ${e.why}`);
           break;
         case "hold":
           holdSources.push(e.source);
@@ -102,19 +108,18 @@ export async function main(log: (line: string) => void = console.log): Promise<W
           break;
       }
     });
-    // A line whenever the scope's delay, backoff level or hold changes (not
-    // on every send and completion, which `answers` already shows).
+    // A line whenever the scope's delay, concurrency or hold changes (not on
+    // every send and completion, which `answers` already shows).
     let last = "";
     const scopeLog = throttler.scope$(site).subscribe((s: ScopeState) => {
       const now = throttler.scheduler.now();
       const held = s.holdUntil > now;
-      const key = `${s.delayMs} ${s.backoffLevel} ${held}`;
+      const key = `${s.delayMs} ${s.concurrency} ${held}`;
       if (key === last) return;
       last = key;
       line(
         now,
-        `  scope  site: delay ${s.delayMs}ms, level ${s.backoffLevel}, ` +
-          `concurrency ${s.concurrency}` +
+        `  scope  site: delay ${Math.round(s.delayMs)}ms, concurrency ${s.concurrency}` +
           (held ? `, held for ${Math.round(s.holdUntil - now)}ms more` : ", not held"),
       );
     });

@@ -40,14 +40,15 @@ describe("examples (real loopback servers)", () => {
   );
 
   it(
-    "examples/watch_events.ts sees two backoffs, two Retry-After holds, two retries and a recovery",
+    "examples/watch_events.ts sees two backoffs, two Retry-After holds, two retries and adaptive steps",
     async () => {
       const { events, statuses, holdSources } = await watchEvents(quiet);
       expect(statuses).toEqual(Array.from({ length: 20 }, () => 200));
       expect(events.backoff).toBe(2);
       expect(events.retry).toBe(2);
       expect(holdSources).toEqual(["retry-after", "retry-after"]);
-      expect(events.recovery).toBeGreaterThanOrEqual(1);
+      // The adaptive scope's cut after each refusal and its climb back are rampup events.
+      expect(events.rampup).toBeGreaterThanOrEqual(2);
     },
     LIMIT_MS,
   );
