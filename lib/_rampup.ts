@@ -85,6 +85,11 @@ const FIRST_PROBE_MS = 250;
 const PROBE_GROWTH = 1.5;
 /** Weight of the newest latency in the moving average. */
 const LATENCY_WEIGHT = 0.2;
+/**
+ * A refusal within this many sends of a new pace is a strict spacer's (a
+ * bucket's saved burst hides a pace above its rate for longer).
+ */
+const STRICT_SENDS = 4;
 /** Admits a period needs before its block is read as a window. */
 const WINDOW_MIN_ADMITS = 3;
 /** A window's estimated rate may be this much too low: bisection may climb that far above it. */
@@ -392,7 +397,7 @@ export class RampupController {
         fmt(next)
       }/s`;
     } else if (
-      this.rate !== Infinity && this.#sendsAtRate <= 2 && this.#lastQuiet > 0 &&
+      this.rate !== Infinity && this.#sendsAtRate <= STRICT_SENDS && this.#lastQuiet > 0 &&
       this.#lastQuiet < pace
     ) {
       // Refused at the first sends of a new pace: a strict spacer, and the
@@ -704,10 +709,7 @@ export class RampupController {
     // Only a round that used its pace says the pace is safe.
     const allowed = (this.rate * this.#roundMs) / 1000;
     if (sends < 0.75 * allowed && maxActive < knobs.concurrency) return;
-    // Held back by its concurrency, the round tested the rate it sent at,
-    // not its pace: climb from there (Little's law raises concurrency).
-    const sent = (sends * 1000) / this.#roundMs;
-    const before = sent < 0.75 * this.rate ? sent : this.rate;
+    const before = this.rate;
     this.#lastQuiet = before;
     let next: number;
     let why: string;
