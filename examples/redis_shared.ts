@@ -93,11 +93,13 @@ export async function main(log: (line: string) => void = console.log): Promise<S
       }
     }
     const scope = outcomes[0]!.scopes[0]!;
-    const levels = crawlers.map(({ throttler }) => throttler.state(scope)?.backoffLevel ?? 0);
-    const otherBackedOff = levels.every((level) => level >= 1);
+    // Both slowed down: the one that got the 429 cut its pace, and the other
+    // adopted it through shareBackoff (domain scopes are adaptive by default).
+    const delays = crawlers.map(({ throttler }) => throttler.state(scope)?.delayMs ?? 0);
+    const otherBackedOff = delays.every((delay) => delay > 50);
     log(`${outcomes.length} responses ${JSON.stringify(statuses)} from ${served} requests`);
     log(`most in flight at the server: ${mostInFlight} (limit 2 across both crawlers)`);
-    log(`backoff level per crawler after the 429: ${levels.join(", ")}`);
+    log(`delay per crawler after the 429: ${delays.map((d) => `${Math.round(d)} ms`).join(", ")}`);
     for (const { shared, sharing } of crawlers) {
       sharing.unsubscribe();
       await shared.close();
