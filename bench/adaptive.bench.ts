@@ -34,99 +34,14 @@ import {
 } from "../mod.ts";
 import { rampup } from "../operators/rampup.ts";
 import type { Arrival } from "../lib/demo/_limiters.ts";
-import {
-  type Announce,
-  describeLimiter,
-  idealMs,
-  type LimiterSpec,
-  type ZooSiteSpec,
-} from "../lib/sim/zoo.ts";
+import { describeLimiter, idealMs, type ZooSiteSpec } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
+import { generateZooSites } from "../lib/sim/zoo_random.ts";
 import { startZooServer } from "../lib/sim/zoo_server.ts";
 import { argValue, fmtFixed, isMain, markdownTable, median, now, ROOT } from "./_harness.ts";
 
 // ---------------------------------------------------------------------------
 // Sites
-
-/** mulberry32: small, seeded, good enough to draw parameters. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** The zoo's sites for one seed: every shape the issue names, parameters drawn, never picked. */
-export function generateSites(seed: number): ZooSiteSpec[] {
-  const random = seeded(seed);
-  const int = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
-  const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)]!;
-  const status = () => pick([429, 503] as const);
-  const retryAfter = () => pick(["none", "seconds", "date"] as const);
-  const sites: ZooSiteSpec[] = [];
-  const add = (
-    name: string,
-    limiter: LimiterSpec,
-    latencyMs: number,
-    more: Partial<ZooSiteSpec> = {},
-  ) => {
-    sites.push({
-      name: `${name} ${sites.length + 1}`,
-      limiter,
-      latencyMs,
-      status: status(),
-      retryAfter: "none",
-      announce: "none",
-      ...more,
-    });
-  };
-  for (let i = 0; i < 2; i++) {
-    add(
-      "bucket",
-      { shape: "token-bucket", ratePerSec: int(2, 30), burst: int(1, 40) },
-      int(10, 200),
-      { retryAfter: pick(["none", "seconds"] as const) },
-    );
-  }
-  for (let i = 0; i < 2; i++) {
-    add(
-      "spacer",
-      { shape: "token-bucket", ratePerSec: int(2, 20), burst: 1 },
-      int(10, 200),
-      { retryAfter: pick(["none", "seconds"] as const) },
-    );
-  }
-  const window = (): LimiterSpec => ({
-    shape: "fixed-window",
-    quota: int(5, 60),
-    windowMs: int(1, 10) * 1000,
-  });
-  // Without headers: once without Retry-After, once with it; then each header family.
-  add("fixed", window(), int(10, 200), { retryAfter: "none" });
-  add("fixed", window(), int(10, 200), { retryAfter: pick(["seconds", "date"] as const) });
-  for (const announce of ["ietf", "legacy", "x-epoch", "x-delta"] as const satisfies Announce[]) {
-    add("fixed", window(), int(10, 200), { retryAfter: retryAfter(), announce });
-  }
-  for (let i = 0; i < 2; i++) {
-    add(
-      "sliding",
-      { shape: "sliding-window", quota: int(5, 60), windowMs: int(1, 10) * 1000 },
-      int(10, 200),
-      { retryAfter: retryAfter(), announce: pick(["none", "ietf", "x-delta"] as const) },
-    );
-  }
-  for (let i = 0; i < 2; i++) {
-    add("conc", { shape: "concurrency", maxConcurrency: int(2, 8) }, int(50, 400), {
-      retryAfter: pick(["none", "seconds"] as const),
-    });
-  }
-  add("shed", { shape: "load-shed", workers: int(2, 8), maxQueue: int(0, 4) }, int(50, 400));
-  return sites;
-}
 
 /** The site in one cell: its limit, latency and how it refuses. */
 function describeSite(s: ZooSiteSpec): string {
@@ -436,7 +351,7 @@ export async function main(argv: readonly string[]): Promise<string> {
   const parallelArg = Number(argValue(argv, "parallel") ?? 0);
   const svgArg = argValue(argv, "svg") ?? "docs/figures/adaptive.svg";
   const capMs = capS * 1000;
-  const sites = generateSites(seed);
+  const sites = generateZooSites(seed);
   const parallel = parallelArg > 0 ? parallelArg : sites.length;
 
   // Virtual time first: it is CPU-bound and must not share the event loop with the loopback crawls.

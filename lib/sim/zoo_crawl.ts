@@ -16,6 +16,7 @@ import { rampup } from "../../operators/rampup.ts";
 import { throttleByScope } from "../../operators/throttle_by_scope.ts";
 import { idealMs, ZOO_EPOCH_MS, type ZooSiteSpec } from "./zoo.ts";
 import { createZooSite } from "./zoo_site.ts";
+import { seededRandom } from "./zoo_random.ts";
 
 /** Options of {@linkcode runZooCrawl}. */
 export interface ZooCrawlOptions {
@@ -56,12 +57,6 @@ export interface ZooCrawlResult {
   readonly events: readonly ThrottleEvent[];
 }
 
-/** A small deterministic generator (Park-Miller) for the jitter. */
-function seeded(seed: number): () => number {
-  let s = (Math.floor(seed) % 2147483646) + 1;
-  return () => (s = (s * 16807) % 2147483647) / 2147483647;
-}
-
 /**
  * Crawls `pages` URLs of one zoo site in virtual time and measures it.
  *
@@ -83,7 +78,7 @@ export function runZooCrawl(options: ZooCrawlOptions): ZooCrawlResult {
   const site = createZooSite(options.site, scheduler);
   const throttler = createThrottler(options.settings ?? {}, {
     scheduler,
-    random: seeded(options.seed ?? 1),
+    random: seededRandom(options.seed ?? 1),
   });
   const events: ThrottleEvent[] = [];
   if (options.events === true) throttler.events$.subscribe((e) => events.push(e));

@@ -1,0 +1,101 @@
+/**
+ * Randomness for the zoo: a seeded source and sites drawn from it.
+ *
+ * @module
+ */
+import type { Announce, LimiterSpec, ZooSiteSpec } from "./zoo.ts";
+
+/**
+ * A seeded uniform random source in [0, 1) (mulberry32): jitter in
+ * simulations and tests, parameters of the zoo's sites.
+ *
+ * @param seed Any number; the same seed gives the same sequence.
+ * @returns The source.
+ */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * Zoo sites with parameters drawn from `seed`, never picked: two token buckets,
+ * two strict spacers, six fixed windows (without headers, with Retry-After,
+ * then each header family), two sliding windows, two concurrency caps, one
+ * load shedder, with latencies, 429 or 503 and Retry-After drawn too. Sites a
+ * controller was not tuned on, for judging it (`bench/adaptive.bench.ts`).
+ *
+ * @param seed The draw.
+ * @returns 15 sites.
+ */
+export function generateZooSites(seed: number): ZooSiteSpec[] {
+  const random = seededRandom(seed);
+  const int = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
+  const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)]!;
+  const status = () => pick([429, 503] as const);
+  const retryAfter = () => pick(["none", "seconds", "date"] as const);
+  const sites: ZooSiteSpec[] = [];
+  const add = (
+    name: string,
+    limiter: LimiterSpec,
+    latencyMs: number,
+    more: Partial<ZooSiteSpec> = {},
+  ) => {
+    sites.push({
+      name: `${name} ${sites.length + 1}`,
+      limiter,
+      latencyMs,
+      status: status(),
+      retryAfter: "none",
+      announce: "none",
+      ...more,
+    });
+  };
+  for (let i = 0; i < 2; i++) {
+    add(
+      "bucket",
+      { shape: "token-bucket", ratePerSec: int(2, 30), burst: int(1, 40) },
+      int(10, 200),
+      { retryAfter: pick(["none", "seconds"] as const) },
+    );
+  }
+  for (let i = 0; i < 2; i++) {
+    add(
+      "spacer",
+      { shape: "token-bucket", ratePerSec: int(2, 20), burst: 1 },
+      int(10, 200),
+      { retryAfter: pick(["none", "seconds"] as const) },
+    );
+  }
+  const window = (): LimiterSpec => ({
+    shape: "fixed-window",
+    quota: int(5, 60),
+    windowMs: int(1, 10) * 1000,
+  });
+  // Without headers: once without Retry-After, once with it; then each header family.
+  add("fixed", window(), int(10, 200), { retryAfter: "none" });
+  add("fixed", window(), int(10, 200), { retryAfter: pick(["seconds", "date"] as const) });
+  for (const announce of ["ietf", "legacy", "x-epoch", "x-delta"] as const satisfies Announce[]) {
+    add("fixed", window(), int(10, 200), { retryAfter: retryAfter(), announce });
+  }
+  for (let i = 0; i < 2; i++) {
+    add(
+      "sliding",
+      { shape: "sliding-window", quota: int(5, 60), windowMs: int(1, 10) * 1000 },
+      int(10, 200),
+      { retryAfter: retryAfter(), announce: pick(["none", "ietf", "x-delta"] as const) },
+    );
+  }
+  for (let i = 0; i < 2; i++) {
+    add("conc", { shape: "concurrency", maxConcurrency: int(2, 8) }, int(50, 400), {
+      retryAfter: pick(["none", "seconds"] as const),
+    });
+  }
+  add("shed", { shape: "load-shed", workers: int(2, 8), maxQueue: int(0, 4) }, int(50, 400));
+  return sites;
+}
