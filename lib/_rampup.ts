@@ -287,9 +287,12 @@ export class RampupController {
 
   /** A server hold from `now` to `until` (Retry-After, an announced reset): not slow sending. */
   onHold(now: number, until: number): void {
-    if (until > this.#heldUntil) this.#heldUntil = until;
     if (until > now && !Number.isNaN(this.#blockStart)) this.#blockHeld = true;
-    if (until > now && !Number.isNaN(this.#episodeStart)) this.#heldMs += until - now;
+    // Only what this hold adds to the holds already counted (they overlap:
+    // every refused request in flight brings the same Retry-After).
+    const from = Math.max(now, this.#heldUntil);
+    if (until > from && !Number.isNaN(this.#episodeStart)) this.#heldMs += until - from;
+    if (until > this.#heldUntil) this.#heldUntil = until;
   }
 
   /**

@@ -64,9 +64,9 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   #slowStartCap = ADAPTIVE_START;
   /**
    * Before an adaptive scope's first trigger: the last sends as pairs (time,
-   * in flight), so the trigger can tell a concurrency cap from a rate. Made
-   * only once two are in flight: a broad crawl's one-request scopes never
-   * have it.
+   * in flight), so the trigger can tell a concurrency cap from a rate and
+   * read the gap it came after. Made at a scope's second send: a broad
+   * crawl's one-request scopes never have it.
    */
   #sends: number[] | undefined = undefined;
   /**
@@ -198,10 +198,10 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       this.#firstSentAt = now; // NaN: first send
       this.#slowStartNext = now + MIN_ROUND_MS;
     }
-    if (
-      ramp === undefined && this.config.adaptive && (this.#active >= 2 || this.#sends !== undefined)
-    ) {
-      const sends = this.#sends ??= [];
+    if (ramp === undefined && this.config.adaptive && this.#firstSentAt < now) {
+      // From the second send on (a broad crawl's one-request scopes never
+      // make it), with the first one, whose in-flight count was 1 or more.
+      const sends = this.#sends ??= [this.#firstSentAt, 1];
       sends.push(now, this.#active);
       if (sends.length > 2 * SENDS_KEPT) sends.splice(0, sends.length - 2 * SENDS_KEPT);
     }
@@ -632,7 +632,7 @@ function quotaWaitOf(x: ScopeExtra, now: number, amount: number, quota: number):
 const NO_STEPS: readonly ScopeStep[] = [];
 
 /** Sends an adaptive scope remembers before its first trigger. */
-const SENDS_KEPT = 32;
+const SENDS_KEPT = 16;
 
 /**
  * The in-flight count of a remembered send at `sentAt`, taken so it is not
