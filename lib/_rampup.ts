@@ -333,7 +333,9 @@ export class RampupController {
 
     // A concurrency cap: refused only above k in flight.
     if (!this.#capRefuted) {
-      if (f <= this.#capLimit && this.#capLimit !== Infinity && (f < 2 || !this.#admitsBelow(f))) {
+      // Refused with one or two in flight: no cap worth keeping (a cap of one
+      // is a rate's job, see below), the site limits a rate.
+      if (f <= this.#capLimit && this.#capLimit !== Infinity && (f < 3 || !this.#admitsBelow(f))) {
         this.#capRefuted = true;
         this.#capLimit = Infinity;
       } else if (f <= this.#capLimit && this.#capLimit !== Infinity) {
@@ -411,10 +413,11 @@ export class RampupController {
       // Refused after a while at this pace: a saved burst hid the limit; the
       // admitted rate says where it is.
       if (this.rate !== Infinity && est < pace) this.#hi = Math.min(this.#hi, (pace + est) / 2);
-      // What the site admitted since the scope first pressed on it: a floor
-      // for the cut (a strict spacer admits far less than its rate to a
-      // client that presses, so it is no ceiling).
-      next = Math.max(next, Math.min(ESTIMATE_SHARE * est, pace * (1 - CONVERGED)));
+      // What the site admitted since the scope first pressed on it is where
+      // to go: a bucket admits its rate to a client that presses, a strict
+      // spacer at least half of it, so the limit is no more than twice it.
+      this.#hi = Math.min(this.#hi, 2 * est);
+      next = Math.min(ESTIMATE_SHARE * est, pace * (1 - CONVERGED));
       why = `refused at ${fmt(pace)}/s, admitted ${fmt(est)}/s: rate ${fmt(next)}/s`;
     }
     this.rate = this.#clampRate(next);
