@@ -30,6 +30,7 @@
 import { parseSettings, type RampupConfig, type ResolvedRampup } from "./settings.ts";
 import type { DoneInfo, ScopeStep } from "./scope_manager_protocol.ts";
 import { admitted } from "./_admitted.ts";
+import { SendLog } from "./_send_log.ts";
 
 /** What a step moves: the manager's delay and concurrency. */
 export interface RampKnobs {
@@ -61,8 +62,8 @@ export interface ScopeHistory {
   readonly admittedUpTo: number;
   readonly admits: number;
   readonly firstSentAt: number;
-  /** The last sends as pairs (time, in flight; 0 when already answered), oldest first. */
-  readonly sends?: readonly number[] | undefined;
+  /** The last sends with their in-flight counts. */
+  readonly sends?: SendLog | undefined;
 }
 
 /** Cut below a refused rate when nothing better is known. */
@@ -122,9 +123,7 @@ export class RampupController {
   readonly #admitAtF = new Uint32Array(MAX_F + 1);
   #minRefusedF = Infinity;
   // Sends: time and in-flight count, for the outcome's lookup.
-  readonly #sentAt = new Float64Array(RING);
-  readonly #sentF = new Uint8Array(RING);
-  #sendCount = 0;
+  readonly #sends = new SendLog(RING);
   /** When the last admitted answers came. */
   readonly #admitTimes = new Float64Array(RING);
   readonly #admitStarts = new Float64Array(RING);
@@ -182,14 +181,7 @@ export class RampupController {
         this.#periodStart = before.firstSentAt;
         this.#periodAdmits = before.admits;
       }
-      const sends = before.sends;
-      if (sends !== undefined && sends.length >= 2) {
-        for (let i = 0; i + 1 < sends.length; i += 2) {
-          const k = this.#sendCount++ % RING;
-          this.#sentAt[k] = sends[i]!;
-          this.#sentF[k] = Math.min(sends[i + 1]!, MAX_F);
-        }
-      }
+      if (before.sends !== undefined) this.#sends.copyFrom(before.sends);
     }
   }
 
@@ -215,38 +207,15 @@ export class RampupController {
     }
     if (Number.isNaN(this.#roundStart)) this.#openRound(now);
     if (this.#firstOwnSendAt === Infinity) this.#firstOwnSendAt = now;
-    const i = this.#sendCount++ % RING;
-    this.#sentAt[i] = now;
-    this.#sentF[i] = Math.min(active, MAX_F);
+    this.#sends.push(now, active);
     this.#roundSends++;
     this.#sendsAtRate++;
     if (active > this.#roundMaxActive) this.#roundMaxActive = active;
   }
 
-  /**
-   * The in-flight count of a send at `sentAt`. Sends of one instant are told
-   * apart by taking the highest count for a refusal (the later sends of a
-   * burst are the refused ones) and the lowest for an admit.
-   */
+  /** The in-flight count of a send at `sentAt` (see `SendLog.take`). */
   #fOf(sentAt: number | undefined, refused: boolean): number | undefined {
-    if (sentAt === undefined) return undefined;
-    let best: number | undefined;
-    const n = Math.min(this.#sendCount, RING);
-    for (let k = 1; k <= n; k++) {
-      const i = (this.#sendCount - k) % RING;
-      const t = this.#sentAt[i]!;
-      if (t < sentAt) break;
-      if (t !== sentAt) continue;
-      const f = this.#sentF[i]!;
-      if (f === 0) continue; // taken
-      if (best === undefined || (refused ? f > this.#sentF[best]! : f < this.#sentF[best]!)) {
-        best = i;
-      }
-    }
-    if (best === undefined) return undefined;
-    const f = this.#sentF[best]!;
-    this.#sentF[best] = 0;
-    return f;
+    return sentAt === undefined ? undefined : this.#sends.take(sentAt, refused);
   }
 
   /** A request settled at `now` (after any trigger for it). */
@@ -260,7 +229,7 @@ export class RampupController {
         : this.#latencyMs + LATENCY_WEIGHT * (l - this.#latencyMs);
     }
     const f = this.#fOf(sentAt, false);
-    if (f !== undefined) this.#admitAtF[f]!++;
+    if (f !== undefined) this.#admitAtF[Math.min(f, MAX_F)]!++;
     this.#periodAdmits++;
     this.#admitStarts[this.#admitCount % RING] = sentAt ?? now;
     this.#admitTimes[this.#admitCount++ % RING] = now;
@@ -383,7 +352,7 @@ export class RampupController {
       return this.#report(knobs, `refused again: next probe in ${Math.round(wait)} ms`);
     }
 
-    const pace = this.rate !== Infinity ? this.rate : this.#sendCount < 2
+    const pace = this.rate !== Infinity ? this.rate : this.#sends.count < 2
       // Made at this trigger: what is in flight, over the refused request's round trip.
       ? (Math.max(1, activeNow) * 1000) / Math.max(1, now - sentAt)
       : Math.max(this.#recentSendRate(now), this.#gapRate(sentAt));
@@ -486,25 +455,13 @@ export class RampupController {
       Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs,
       1,
     );
-    let n = 0;
-    const total = Math.min(this.#sendCount, RING);
-    for (let k = 1; k <= total; k++) {
-      const i = (this.#sendCount - k) % RING;
-      if (this.#sentAt[i]! < now - span) break;
-      n++;
-    }
-    return Math.max(1, n) * 1000 / span;
+    return Math.max(1, this.#sends.countSince(now - span)) * 1000 / span;
   }
 
   /** 1000 / the gap before the send at `sentAt` (a strict spacer refuses short gaps). */
   #gapRate(sentAt: number): number {
-    const total = Math.min(this.#sendCount, RING);
-    for (let k = 1; k <= total; k++) {
-      const i = (this.#sendCount - k) % RING;
-      const t = this.#sentAt[i]!;
-      if (t < sentAt) return 1000 / Math.max(1, sentAt - t);
-    }
-    return 0;
+    const t = this.#sends.before(sentAt);
+    return t === undefined ? 0 : 1000 / Math.max(1, sentAt - t);
   }
 
   /** The rate admitted since the first refusal of this episode, held time left out. */

@@ -9,6 +9,7 @@
 import type { ResolvedRampup, ResolvedScopeConfig } from "./settings.ts";
 import { MIN_ROUND_MS, type RampLimits, RampupController } from "./_rampup.ts";
 import { admitted } from "./_admitted.ts";
+import { SendLog } from "./_send_log.ts";
 import type {
   AnnouncedBudget,
   BackoffSignal,
@@ -68,7 +69,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
    * read the gap it came after. Made at a scope's second send: a broad
    * crawl's one-request scopes never have it.
    */
-  #sends: number[] | undefined = undefined;
+  #sends: SendLog | undefined = undefined;
   /**
    * Backoff, holds, a floor, quota and rampup: created on first use, so a
    * scope that only ever sends and completes (most of a broad crawl's) costs
@@ -201,9 +202,12 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     if (ramp === undefined && this.config.adaptive && this.#firstSentAt < now) {
       // From the second send on (a broad crawl's one-request scopes never
       // make it), with the first one, whose in-flight count was 1 or more.
-      const sends = this.#sends ??= [this.#firstSentAt, 1];
+      let sends = this.#sends;
+      if (sends === undefined) {
+        sends = this.#sends = new SendLog(SENDS_KEPT);
+        sends.push(this.#firstSentAt, 1);
+      }
       sends.push(now, this.#active);
-      if (sends.length > 2 * SENDS_KEPT) sends.splice(0, sends.length - 2 * SENDS_KEPT);
     }
     const floor = x === undefined ? 0 : x.floorMs;
     const delay = this.#delayMs;
@@ -238,7 +242,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#lastActivity = now;
     if (this.#x?.ramp === undefined && admitted(result, this.config.backoff.httpCodes)) {
       this.#admits++;
-      const f = takeSend(this.#sends, now - result.latencyMs, false) ?? 1;
+      const f = this.#sends?.take(now - result.latencyMs, false) ?? 1;
       if (f > this.#admittedUpTo) this.#admittedUpTo = f;
       // One more per admitted answer, at most doubling per round (a few round
       // trips, at least MIN_ROUND_MS), as rampup's slow start does: growing
@@ -286,9 +290,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       // The controller's cut replaces the exponential step; a trigger it has
       // answered for already only holds.
       const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
-      const f = signal.sentAt === undefined
-        ? undefined
-        : takeSend(this.#sends, signal.sentAt, true);
+      const f = signal.sentAt === undefined ? undefined : this.#sends?.take(signal.sentAt, true);
       this.#sends = undefined;
       if (x.ramp.onTrigger(now, knobs, signal.sentAt, f ?? this.#active) !== undefined) {
         this.#delayMs = knobs.delayMs;
@@ -633,31 +635,6 @@ const NO_STEPS: readonly ScopeStep[] = [];
 
 /** Sends an adaptive scope remembers before its first trigger. */
 const SENDS_KEPT = 16;
-
-/**
- * The in-flight count of a remembered send at `sentAt`, taken so it is not
- * found twice. Of sends at one instant, a refusal takes the highest count
- * (the later sends of a burst are the refused ones), an admit the lowest.
- */
-function takeSend(
-  sends: number[] | undefined,
-  sentAt: number,
-  highest: boolean,
-): number | undefined {
-  if (sends === undefined) return undefined;
-  let best = -1;
-  for (let i = sends.length - 2; i >= 0; i -= 2) {
-    if (sends[i]! < sentAt) break;
-    if (sends[i] !== sentAt || sends[i + 1]! === 0) continue;
-    if (
-      best < 0 || (highest ? sends[i + 1]! > sends[best + 1]! : sends[i + 1]! < sends[best + 1]!)
-    ) best = i;
-  }
-  if (best < 0) return undefined;
-  const f = sends[best + 1]!;
-  sends[best + 1] = 0;
-  return f;
-}
 
 /** Where an adaptive scope's concurrency starts (then +1 per admitted answer). */
 export const ADAPTIVE_START = 2;

@@ -1,0 +1,93 @@
+/**
+ * The last sends of a scope, each with the number of requests in flight when
+ * it went (the request itself included): a fixed ring, no allocation per
+ * send. The adaptive arithmetic reads it to tell a concurrency cap from a
+ * rate (`scope_manager.ts` before a scope's first trigger, `_rampup.ts`
+ * after it).
+ *
+ * @module
+ */
+
+/** In-flight counts are kept up to this. */
+export const MAX_IN_FLIGHT = 255;
+
+/** A ring of (send time, in flight) pairs. */
+export class SendLog {
+  readonly #at: Float64Array;
+  readonly #inFlight: Uint8Array;
+  /** Sends logged so far (the ring keeps the last `capacity`). */
+  count = 0;
+
+  constructor(readonly capacity: number) {
+    this.#at = new Float64Array(capacity);
+    this.#inFlight = new Uint8Array(capacity);
+  }
+
+  push(at: number, inFlight: number): void {
+    const i = this.count++ % this.capacity;
+    this.#at[i] = at;
+    this.#inFlight[i] = Math.max(1, Math.min(inFlight, MAX_IN_FLIGHT));
+  }
+
+  /** Calls `visit(at, inFlight, index)` from the newest send back, until it returns false. */
+  #back(visit: (at: number, inFlight: number, index: number) => boolean): void {
+    const n = Math.min(this.count, this.capacity);
+    for (let k = 1; k <= n; k++) {
+      const i = (this.count - k) % this.capacity;
+      if (!visit(this.#at[i]!, this.#inFlight[i]!, i)) return;
+    }
+  }
+
+  /**
+   * The in-flight count of a send at `sentAt`, taken so that it is not found
+   * twice. Of sends at one instant, a refusal takes the highest count (the
+   * later sends of a burst are the refused ones), an admit the lowest.
+   */
+  take(sentAt: number, highest: boolean): number | undefined {
+    let best = -1;
+    this.#back((at, f, i) => {
+      if (at < sentAt) return false;
+      if (at === sentAt && f !== 0) {
+        if (best < 0 || (highest ? f > this.#inFlight[best]! : f < this.#inFlight[best]!)) {
+          best = i;
+        }
+      }
+      return true;
+    });
+    if (best < 0) return undefined;
+    const f = this.#inFlight[best]!;
+    this.#inFlight[best] = 0;
+    return f;
+  }
+
+  /** Sends at or after `from`. */
+  countSince(from: number): number {
+    let n = 0;
+    this.#back((at) => at >= from && ++n > 0);
+    return n;
+  }
+
+  /** The time of the last send before `sentAt`, or undefined. */
+  before(sentAt: number): number | undefined {
+    let found: number | undefined;
+    this.#back((at) => {
+      if (at < sentAt) {
+        found = at;
+        return false;
+      }
+      return true;
+    });
+    return found;
+  }
+
+  /** Copies the sends of `other` in, oldest first. */
+  copyFrom(other: SendLog): void {
+    const n = Math.min(other.count, other.capacity);
+    for (let k = n; k >= 1; k--) {
+      const i = (other.count - k) % other.capacity;
+      const j = this.count++ % this.capacity;
+      this.#at[j] = other.#at[i]!;
+      this.#inFlight[j] = other.#inFlight[i]!;
+    }
+  }
+}
