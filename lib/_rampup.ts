@@ -74,6 +74,8 @@ export const ESTIMATE_SHARE = 0.95;
 export const CONVERGED = 0.03;
 /** Once converged, a probe above the rate is this much higher. */
 export const PROBE_STEP = 0.03;
+/** Probing above a limit that holds backs off to once per this many windows at most. */
+const MAX_PROBE_WINDOWS = 32;
 /** The shortest round while learning. */
 export const MIN_ROUND_MS = 200;
 /** Sends per round at the current pace. */
@@ -153,6 +155,8 @@ export class RampupController {
   #roundMaxActive = 0;
   /** Last time a converged scope probed above its rate. */
   #lastProbeAt = Number.NaN;
+  /** Quiet time before the next probe above a found limit (see #probeDue). */
+  #probeEveryMs = 0;
   #targetWindowStart = -Infinity;
   #targetTriggers = 0;
   /** Sends since the rate last changed. */
@@ -222,7 +226,7 @@ export class RampupController {
   onDone(now: number, result: DoneInfo | undefined): void {
     if (!admitted(result, this.limits.triggerCodes)) return;
     const l = result.latencyMs;
-    const sentAt = Number.isFinite(l) && l >= 0 ? now - l : undefined;
+    const sentAt = result.sentAt ?? (Number.isFinite(l) && l >= 0 ? now - l : undefined);
     if (sentAt !== undefined) {
       this.#latencyMs = Number.isNaN(this.#latencyMs)
         ? l
@@ -486,6 +490,13 @@ export class RampupController {
   }
 
   #cut(now: number, rate: boolean): void {
+    // A cut after a probe answers it: the next probe waits twice as long.
+    if (this.#lastProbeAt > this.#lastCutAt) {
+      this.#probeEveryMs = Math.min(
+        MAX_PROBE_WINDOWS * this.limits.windowMs,
+        2 * Math.max(this.limits.windowMs, this.#probeEveryMs),
+      );
+    }
     this.#lastCutAt = now;
     this.#lastCutWasRate = rate;
     this.#blockStart = Number.NaN;
@@ -692,12 +703,19 @@ export class RampupController {
     steps.push({ kind: "rampup", delayMs: knobs.delayMs, concurrency: knobs.concurrency, why });
   }
 
+  /**
+   * Whether to probe above a found limit now: once per window at first; each
+   * probe that a refusal answered doubles the quiet time before the next (up
+   * to 32 windows), and a probe that went unanswered for its quiet time
+   * brings it back to one window. A refusal can cost a long hold
+   * (Retry-After), so probing a limit that holds must become rare.
+   */
   #probeDue(now: number): boolean {
-    const since = Math.max(
-      this.#lastCutAt,
-      Number.isNaN(this.#lastProbeAt) ? -Infinity : this.#lastProbeAt,
-    );
-    if (now - since < this.limits.windowMs) return false;
+    const window = this.limits.windowMs;
+    const probed = !Number.isNaN(this.#lastProbeAt);
+    if (probed && this.#lastProbeAt > this.#lastCutAt) this.#probeEveryMs = window;
+    const since = Math.max(this.#lastCutAt, probed ? this.#lastProbeAt : -Infinity);
+    if (now - since < Math.max(window, this.#probeEveryMs)) return false;
     this.#lastProbeAt = now;
     return true;
   }

@@ -8,6 +8,13 @@
  * @module
  */
 
+/**
+ * Times closer than this are one instant: an answer's send time is worked
+ * out as its arrival minus its latency, which in floating point (a real
+ * clock's fractional ms) can differ from the logged time in the last bits.
+ */
+const SAME_INSTANT_MS = 1e-3;
+
 /** In-flight counts are kept up to this. */
 export const MAX_IN_FLIGHT = 255;
 
@@ -39,15 +46,15 @@ export class SendLog {
   }
 
   /**
-   * The in-flight count of a send at `sentAt`, taken so that it is not found
-   * twice. Of sends at one instant, a refusal takes the highest count (the
+   * The in-flight count of a send at `sentAt` (within a microsecond), taken
+   * so that it is not found twice. Of sends at one instant, a refusal takes the highest count (the
    * later sends of a burst are the refused ones), an admit the lowest.
    */
   take(sentAt: number, highest: boolean): number | undefined {
     let best = -1;
     this.#back((at, f, i) => {
-      if (at < sentAt) return false;
-      if (at === sentAt && f !== 0) {
+      if (at < sentAt - SAME_INSTANT_MS) return false;
+      if (at <= sentAt + SAME_INSTANT_MS && f !== 0) {
         if (best < 0 || (highest ? f > this.#inFlight[best]! : f < this.#inFlight[best]!)) {
           best = i;
         }

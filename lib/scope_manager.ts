@@ -212,10 +212,13 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     const floor = x === undefined ? 0 : x.floorMs;
     const delay = this.#delayMs;
     if (delay > 0) {
-      // A learned pace is the site's limit: jitter randomises the configured
-      // delay only and never shortens the learned gap (docs/DECISIONS.md).
+      // A learned pace is the site's limit: jitter randomises only the delay
+      // the scope may not go below (an adaptive scope's configured delay;
+      // rampup's minDelayMs, which may be below the configured delay rampup
+      // started from) and never shortens the learned gap (docs/DECISIONS.md).
+      const least = ramp?.limits.minDelayMs ?? 0;
       const gap = ramp !== undefined && ramp.paced
-        ? Math.max(delay, x!.baseDelayMs > 0 ? this.#jittered(x!.baseDelayMs) : 0)
+        ? Math.max(delay, least > 0 ? this.#jittered(least) : 0)
         : this.#jittered(delay);
       this.#nextSendAt = now + (gap < floor ? floor : gap);
     } else if (floor > 0 || this.#nextSendAt > now) {
@@ -242,7 +245,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#lastActivity = now;
     if (this.#x?.ramp === undefined && admitted(result, this.config.backoff.httpCodes)) {
       this.#admits++;
-      const f = this.#sends?.take(now - result.latencyMs, false) ?? 1;
+      const f = this.#sends?.take(result.sentAt ?? now - result.latencyMs, false) ?? 1;
       if (f > this.#admittedUpTo) this.#admittedUpTo = f;
       // One more per admitted answer, at most doubling per round (a few round
       // trips, at least MIN_ROUND_MS), as rampup's slow start does: growing

@@ -56,6 +56,12 @@ export interface DoneInfo {
   readonly status: number | undefined;
   /** The download failed (an error outcome, no response). @default false */
   readonly failed?: boolean;
+  /**
+   * When the request was sent (scheduler time). `recordDone` may come a
+   * little after the answer, so `now - latencyMs` is not exactly it.
+   * @default now - latencyMs
+   */
+  readonly sentAt?: number;
 }
 
 /** How a new configured delay is to be kept. */

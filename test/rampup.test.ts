@@ -151,6 +151,22 @@ describe("adaptive limits (lib/_rampup.ts)", () => {
     expect(r.refused).toBeLessThanOrEqual(5);
   });
 
+  it("ThrottlingScopeManager reads an answer's send time from DoneInfo.sentAt: answers recorded late still show a cap", () => {
+    // On a real clock recordDone comes a little after the answer, so now -
+    // latencyMs misses the send; the cap of 3 is only seen with sentAt.
+    const m = manager({ delayMs: 0, rampup: true, concurrency: 8 });
+    m.setConcurrency(4); // four in flight at once
+    for (let i = 0; i < 4; i++) m.recordSent(i / 10);
+    for (let i = 0; i < 3; i++) {
+      m.recordDone(100.5 + i / 10, { latencyMs: 100, status: 200, sentAt: i / 10 });
+    }
+    m.recordBackoff(100.8, { cause: "status 503", sentAt: 0.3 });
+    expect(m.state(100.8)).toMatchObject({ concurrency: 3, delayMs: 0 });
+    expect(summary(m.advance(100.8))).toEqual([
+      "0/3 concurrency cap: refused with 4 in flight, admitted with 3",
+    ]);
+  });
+
   it("a learned pace is a floor for jitter: a strict spacer sees no gap shorter than it", () => {
     const r = runZooCrawl({
       site: {
