@@ -9,7 +9,7 @@
  */
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenOnLoopback } from "./_loopback.ts";
 import { asyncScheduler, type SchedulerLike, type Subscription, timer } from "rxjs";
 import {
   CONCURRENCY_IDLE,
@@ -384,38 +384,13 @@ export function startSite(options: SiteOptions): Promise<Site> {
   }
 
   const server: Server = createServer(handle);
-  let closing: Promise<void> | undefined;
-
-  function close(): Promise<void> {
-    closing ??= new Promise<void>((resolve, reject) => {
-      for (const sub of pending) sub.unsubscribe();
-      pending.clear();
-      server.close((error) => {
-        // A server that never listened (or already closed) is closed enough.
-        if (error && (error as NodeJS.ErrnoException).code !== "ERR_SERVER_NOT_RUNNING") {
-          reject(error);
-        } else resolve();
-      });
-      // Node closes idle keep-alive sockets itself; Deno's server only closes after this.
-      server.closeAllConnections?.();
-    });
-    return closing;
-  }
-
-  return new Promise<Site>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      server.off("error", reject);
-      const port = (server.address() as AddressInfo).port;
-      resolve({
-        url: `http://127.0.0.1:${port}`,
-        port,
-        style,
-        stats: () => recorder.snapshot(),
-        close,
-      });
-    });
-  });
+  return listenOnLoopback(server, pending).then(({ port, close }) => ({
+    url: `http://127.0.0.1:${port}`,
+    port,
+    style,
+    stats: () => recorder.snapshot(),
+    close,
+  }));
 }
 
 /** One of the demo's sites, with its hidden limit in words. */

@@ -10,7 +10,7 @@
  * @module
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenOnLoopback } from "../demo/_loopback.ts";
 import { asyncScheduler, type SchedulerLike, type Subscription, timer } from "rxjs";
 import { createStatsRecorder, type SiteStats } from "../demo/_limiters.ts";
 import { createZooLimiter, type ZooSiteSpec } from "./zoo.ts";
@@ -149,36 +149,11 @@ export function startZooServer(
   }
 
   const server: Server = createServer(handle);
-  let closing: Promise<void> | undefined;
-
-  function close(): Promise<void> {
-    closing ??= new Promise<void>((resolve, reject) => {
-      for (const sub of pending) sub.unsubscribe();
-      pending.clear();
-      server.close((error) => {
-        // A server that never listened (or already closed) is closed enough.
-        if (error && (error as NodeJS.ErrnoException).code !== "ERR_SERVER_NOT_RUNNING") {
-          reject(error);
-        } else resolve();
-      });
-      // Node closes idle keep-alive sockets itself; Deno's server only closes after this.
-      server.closeAllConnections?.();
-    });
-    return closing;
-  }
-
-  return new Promise<ZooServer>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      server.off("error", reject);
-      const port = (server.address() as AddressInfo).port;
-      resolve({
-        url: `http://127.0.0.1:${port}`,
-        port,
-        spec,
-        stats: () => ({ ...recorder.snapshot(), refusedInHold }),
-        close,
-      });
-    });
-  });
+  return listenOnLoopback(server, pending).then(({ port, close }) => ({
+    url: `http://127.0.0.1:${port}`,
+    port,
+    spec,
+    stats: () => ({ ...recorder.snapshot(), refusedInHold }),
+    close,
+  }));
 }
