@@ -237,7 +237,9 @@ export class RampupController {
     this.#periodAdmits++;
     this.#admitStarts[this.#admitCount % RING] = sentAt ?? now;
     this.#admitTimes[this.#admitCount++ % RING] = now;
-    this.#episodeAdmits++;
+    // Counted by send: requests in flight at the first refusal were sent
+    // before it (a slow start's burst), they say nothing of the rate.
+    if (sentAt === undefined || sentAt > this.#episodeStart) this.#episodeAdmits++;
     if (sentAt !== undefined && sentAt > this.#lastCutAt && !Number.isNaN(this.#blockStart)) {
       this.#endBlock(now, sentAt);
     }
@@ -297,7 +299,7 @@ export class RampupController {
     }
     if (++this.#targetTriggers < this.config.backoffTarget[0]) return undefined;
     if (Number.isNaN(this.#episodeStart)) {
-      this.#episodeStart = now;
+      this.#episodeStart = sentAt ?? now;
       this.#episodeAdmits = 0;
       this.#heldMs = 0;
     }
@@ -308,7 +310,10 @@ export class RampupController {
     if (!this.#capRefuted) {
       // Refused with one or two in flight: no cap worth keeping (a cap of one
       // is a rate's job, see below), the site limits a rate.
-      if (f <= this.#capLimit && this.#capLimit !== Infinity && (f < 3 || !this.#admitsBelow(f))) {
+      if (
+        f <= this.#capLimit && this.#capLimit !== Infinity &&
+        (f < 3 || !this.#admitsBelow(f) || this.#servedAtOnce(now) >= this.#capLimit)
+      ) {
         this.#capRefuted = true;
         this.#capLimit = Infinity;
       } else if (f <= this.#capLimit && this.#capLimit !== Infinity) {
@@ -365,7 +370,13 @@ export class RampupController {
     if (pace < this.#hi) this.#hi = pace;
     let next = pace * CUT_FACTOR;
     let why = `refused at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
-    const est = this.#episodeEstimate(now);
+    const est = this.#episodeEstimate(sentAt);
+    // A window re-opens with its whole quota: a site that admitted far less
+    // than the window's rate since it first refused (a bucket after its
+    // burst, read as a window at the block's end) has no window.
+    if (this.#windowRate > 0 && est !== undefined && est < this.#windowRate / 3) {
+      this.#windowRate = 0;
+    }
     if (this.rate !== Infinity && this.#windowRate > 0) {
       // A window site refuses the request past its quota, whatever the pace
       // within the window: the pace was above the window's rate, which lies
@@ -415,8 +426,20 @@ export class RampupController {
    * too high.
    */
   #capBelow(now: number, f: number): number {
+    const served = this.#servedAtOnce(now);
+    return served >= 1 ? Math.min(f - 1, served) : f - 1;
+  }
+
+  /**
+   * The most admitted requests that overlapped over the last four round
+   * trips (0 before a latency is known). Refused again under a supposed cap
+   * that the site served in full just before: no cap (a bucket whose burst
+   * ran out just as slow start reached its top refuses whatever is in
+   * flight), a rate.
+   */
+  #servedAtOnce(now: number): number {
     const latency = this.#latencyMs;
-    if (!(latency > 0)) return f - 1;
+    if (!(latency > 0)) return 0;
     // Admitted intervals that ended in the last four latencies: +1 at each
     // start, -1 at each end, ends first at one instant (a site frees a slot
     // before it takes the next arrival).
@@ -435,7 +458,7 @@ export class RampupController {
       open += step;
       if (open > served) served = open;
     }
-    return served >= 1 ? Math.min(f - 1, served) : f - 1;
+    return served;
   }
 
   /** Whether a send with `f` or more in flight was ever admitted (then `f` is no cap). */
@@ -468,10 +491,15 @@ export class RampupController {
     return t === undefined ? 0 : 1000 / Math.max(1, sentAt - t);
   }
 
-  /** The rate admitted since the first refusal of this episode, held time left out. */
-  #episodeEstimate(now: number): number | undefined {
+  /**
+   * The rate admitted between the first refused send of this episode and the
+   * refused send at `sentAt` (by send time: what was in flight at the first
+   * refusal left out), held time left out. A site that refuses has no
+   * capacity left, so what it admits from then on is its rate.
+   */
+  #episodeEstimate(sentAt: number): number | undefined {
     if (this.#episodeAdmits < 4) return undefined;
-    const span = now - this.#episodeStart - this.#heldMs;
+    const span = sentAt - this.#episodeStart - this.#heldMs;
     if (span <= 0) return undefined;
     return (this.#episodeAdmits * 1000) / span;
   }

@@ -569,7 +569,11 @@ class AnnouncedWindow {
     return same ? current : resetAt;
   }
 
-  /** A budget of `left` requests until `resetAt`, spread over the time left. */
+  /**
+   * A budget of `left` requests until `resetAt`, spread over the first
+   * ANNOUNCED_SPREAD of the time left. A learned quota's next windows (see
+   * `#roll`) go at the quota's own rate until a response announces again.
+   */
   start(now: number, resetAt: number, left: number): void {
     this.resetAt = resetAt;
     this.left = left;
@@ -578,7 +582,7 @@ class AnnouncedWindow {
     // until it is full as its reset, in which it refills more than `left`.
     const rate = this.windowMs / this.limit;
     if (rate < gap) gap = rate;
-    this.gapMs = gap;
+    this.gapMs = gap * ANNOUNCED_SPREAD;
   }
 
   /** Past the reset: the learned quota's next window, or nothing in force. */
@@ -635,6 +639,14 @@ function quotaWaitOf(x: ScopeExtra, now: number, amount: number, quota: number):
 }
 
 const NO_STEPS: readonly ScopeStep[] = [];
+
+/**
+ * An announced budget goes out over this share of the time to its reset: the
+ * rest is margin for a reset read late or a window that slides, and a crawl
+ * whose last requests fit in the budget ends sooner than an even spread over
+ * the whole window would let it (docs/DECISIONS.md).
+ */
+const ANNOUNCED_SPREAD = 0.3;
 
 /** Sends an adaptive scope remembers before its first trigger. */
 const SENDS_KEPT = 16;

@@ -449,12 +449,12 @@ describe("backoffOn() and announced budgets (rate-limit headers on any response)
     expect(p.outcomes.map((o) => (o.kind === "response" ? o.response.status : 0))).toEqual(
       Array(8).fill(200),
     );
-    // Each answer spreads what is left over the time to its reset, never faster than the
-    // limit over its window (4 per 2 s, the window inferred from the first reset): the first
-    // goes at once (nothing paced sent yet), then 500 ms apart; the fourth answer (none left)
-    // holds the scope until the earliest bound of the reset (2010), and the next window is
-    // paced alike. Never a fifth request in a window.
-    expect(timesOf(p.sends, "a.test")).toEqual([0, 10, 510, 1_010, 2_010, 2_510, 3_010, 3_510]);
+    // Each answer spreads what is left over the first 0.3 of the time to its reset, never
+    // faster than 0.3 of the limit's own spacing (4 per 2 s, the window inferred from the
+    // first reset): the first goes at once (nothing paced sent yet), then 150 ms apart; the
+    // fourth answer (none left) holds the scope until the earliest bound of the reset (2010),
+    // and the next window is paced alike. Never a fifth request in a window.
+    expect(timesOf(p.sends, "a.test")).toEqual([0, 10, 160, 310, 2_010, 2_160, 2_310, 2_460]);
   });
 
   it("backoffOn() shows a learned quota in the scope's state, and a configured one wins", () => {

@@ -498,11 +498,12 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
   it("ThrottlingScopeManager.recordAnnounced() never lets the (remaining + 1)th request out before the reset", () => {
     // [remaining, reset, requests still in flight besides the announcing one, sends before the reset]
     const table: [number, number, number, number[]][] = [
-      [4, 4_000, 0, [0, 1_000, 2_000, 3_000]],
+      // Spread over the first 0.3 of the time to the reset (ANNOUNCED_SPREAD).
+      [4, 4_000, 0, [0, 300, 600, 900]],
       [1, 4_000, 0, [0]],
-      [4, 4_000, 2, [0, 2_000]],
+      [4, 4_000, 2, [0, 600]],
       [4, 4_000, 5, []],
-      [3, 1_500, 0, [0, 500, 1_000]],
+      [3, 1_500, 0, [0, 150, 300]],
     ];
     for (const [remaining, resetInMs, others, wanted] of table) {
       const m = manager({ delayMs: 0, concurrency: 16 });
@@ -528,8 +529,8 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     m.recordSent(50);
     m.recordAnnounced(100, { remaining: 8, resetInMs: 8_950 }); // the answer to the send at 50
     m.recordDone(100);
-    // Not at once: the last send was at 50, the next goes about a second after it.
-    expect(m.canSend(100)).toBeCloseTo(1068.75, 6);
+    // Not at once: the last send was at 50, the next goes 0.3 of 8950 / 8 after it.
+    expect(m.canSend(100)).toBeCloseTo(50 + 0.3 * (8_950 / 8) - 100, 6);
   });
 
   it("ThrottlingScopeManager.recordAnnounced(): a limit and a window are the learned quota, paced over each next window", () => {
@@ -539,11 +540,13 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     m.recordDone(0);
     expect(m.state(0).quota).toEqual({ limit: 5, used: 1, resetsAt: 1_000 });
     const sends = sendGreedily(m, 0, 3_000);
+    // The announced budget over 0.3 of the time to its reset (never faster than
+    // 0.3 of the quota's spacing), then the learned quota's own pace each window.
     expect(sends).toEqual([
       0,
-      200,
-      400,
-      600,
+      60,
+      120,
+      180,
       1_000,
       1_200,
       1_400,
@@ -562,7 +565,7 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     const m = manager({ delayMs: 0, concurrency: 16 });
     m.recordAnnounced(0, { remaining: 2, resetInMs: 1_000 });
     expect(m.state(0).quota).toBeUndefined();
-    expect(sendGreedily(m, 0, 1_000)).toEqual([0, 500]);
+    expect(sendGreedily(m, 0, 1_000)).toEqual([0, 150]);
     expect(sendGreedily(m, 1_000, 1_001)).toHaveLength(1000); // no budget in force: no wait at all
   });
 

@@ -297,6 +297,44 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
   ],
   [
     {
+      // A burst far above the rate: the block after it looked like a window's
+      // end, and every later refusal cut only 3% (half the requests refused).
+      name: "bucket 2/s burst 38, 503",
+      limiter: { shape: "token-bucket", ratePerSec: 2, burst: 38 },
+      latencyMs: 108,
+      status: 503,
+    },
+    false,
+    0.95,
+    0.15,
+  ],
+  [
+    {
+      // Announced on every answer: spread over a third of the time to each
+      // reset, the crawl's last window ends early (an even spread: 0.77).
+      name: "fixed 51/8s, X-RateLimit-Reset seconds",
+      limiter: { shape: "fixed-window", quota: 51, windowMs: 8000 },
+      latencyMs: 47,
+      announce: "legacy",
+    },
+    false,
+    0.9,
+    0.01,
+  ],
+  [
+    {
+      name: "sliding 25/2s, X-RateLimit-Reset delta",
+      limiter: { shape: "sliding-window", quota: 25, windowMs: 2000 },
+      latencyMs: 82,
+      announce: "x-delta",
+      retryAfter: "seconds",
+    },
+    false,
+    0.8,
+    0.01,
+  ],
+  [
+    {
       name: "shed 3 workers, queue 1",
       limiter: { shape: "load-shed", workers: 3, maxQueue: 1 },
       latencyMs: 100,
@@ -317,6 +355,24 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
       expect(r.refused / r.requests).toBeLessThanOrEqual(maxRefused);
     });
   }
+
+  it("a bucket whose burst ran out just as slow start reached its top is a rate, not a concurrency cap", () => {
+    // Refused with 8 in flight, then again with 7 after the Retry-After hold
+    // (the site had served 7 at once): lowering the cap one by one, a second
+    // of hold each time, is what a cap would need; a bucket needs a pace.
+    const site: ZooSiteSpec = {
+      name: "bucket 13/s burst 19",
+      limiter: { shape: "token-bucket", ratePerSec: 13, burst: 19 },
+      latencyMs: 55,
+      status: 503,
+      retryAfter: "seconds",
+    };
+    const r = runZooCrawl({ site, pages: 200, settings: { retry: { times: 10 } }, events: true });
+    const caps = r.events.filter((e) => e.type === "rampup" && /concurrency cap/.test(e.why));
+    expect(r.ok).toBe(200);
+    expect(caps.length).toBeLessThanOrEqual(1);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.95);
+  });
 
   it("runZooCrawl() is deterministic for a seed", () => {
     const site = ZOO[0]![0];
