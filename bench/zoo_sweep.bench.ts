@@ -6,7 +6,11 @@
  * sites that miss the issue's targets: efficiency 0.8 with the defaults, 0.9
  * with rampup, at most 5% refused) and the misses. Seconds to run, no sockets.
  *
- * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200]`
+ * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6]`
+ *
+ * `--jitter J`: each request reaches the site up to J ms late (`u⁴ × J`, see
+ * `runZooCrawl`'s `outboundJitterMs`), as over real loopback `fetch`: the
+ * gaps the site sees are shorter or longer than those sent.
  *
  * @module
  */
@@ -19,6 +23,7 @@ import { argValue, isMain, markdownTable, median } from "./_harness.ts";
 export function main(argv: readonly string[]): string {
   const seeds = (argValue(argv, "seeds") ?? "1,2,3,4,5").split(",").map(Number);
   const pages = Number(argValue(argv, "pages") ?? 200);
+  const jitter = Number(argValue(argv, "jitter") ?? 0);
   const rows: string[][] = [];
   const misses: string[] = [];
   for (const seed of seeds) {
@@ -28,7 +33,13 @@ export function main(argv: readonly string[]): string {
       let missed = 0;
       const sites = generateZooSites(seed);
       for (const site of sites) {
-        const r = runZooCrawl({ site, pages, rampup: ramp, settings: { retry: { times: 10 } } });
+        const r = runZooCrawl({
+          site,
+          pages,
+          rampup: ramp,
+          outboundJitterMs: jitter,
+          settings: { retry: { times: 10 } },
+        });
         const share = r.refused / r.requests;
         effs.push(r.efficiency);
         refused.push(share);
@@ -56,7 +67,9 @@ export function main(argv: readonly string[]): string {
     }
   }
   return [
-    `### Adaptive limits on drawn zoo sites (virtual time, ${pages} pages each)`,
+    `### Adaptive limits on drawn zoo sites (virtual time, ${pages} pages each${
+      jitter > 0 ? `, arrivals up to ${jitter} ms late` : ""
+    })`,
     "",
     markdownTable(
       ["seed", "mode", "median efficiency", "lowest", "mean refused", "misses"],

@@ -355,6 +355,9 @@ export class RampupController {
       this.#probeMs *= PROBE_GROWTH;
       const until = now + wait;
       if (until > this.holdUntil) this.holdUntil = until;
+      // The probe's wait is the scope's own hold: not slow sending either.
+      const from = Math.max(now, this.#heldUntil);
+      if (until > from) this.#heldMs += until - from;
       this.#lastCutAt = now;
       // One probe at a time: a burst at the end of each wait is refused whole.
       knobs.concurrency = 1;

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { createZooLimiter, idealMs, type ZooSiteSpec } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
+import { createZooSite } from "../lib/sim/zoo_site.ts";
+import { VirtualTimeScheduler } from "rxjs";
 
 describe("createZooLimiter()", () => {
   it("createZooLimiter() answers each shape as its server would", () => {
@@ -297,6 +299,19 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
   ],
   [
     {
+      // Halved from 182/s to 11/s with a block of refused probes at each
+      // pace: their waits counted as slow sending made the admitted rate
+      // 3.5/s and capped the climb at 6.9/s (0.64); they are holds now.
+      name: "spacer 10/s, 11 ms, 429",
+      limiter: { shape: "token-bucket", ratePerSec: 10, burst: 1 },
+      latencyMs: 11,
+    },
+    false,
+    0.9,
+    0.06,
+  ],
+  [
+    {
       // A burst far above the rate: the block after it looked like a window's
       // end, and every later refusal cut only 3% (half the requests refused).
       name: "bucket 2/s burst 38, 503",
@@ -345,6 +360,60 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
     0.05,
   ],
 ];
+
+describe("createZooSite() in virtual time", () => {
+  it("createZooSite(): a request reaches the site outboundMs after it is sent, and its latency counts from there", () => {
+    const scheduler = new VirtualTimeScheduler();
+    const delays = [3, 0.5];
+    const site = createZooSite(
+      { name: "n", limiter: { shape: "none" }, latencyMs: 10 },
+      scheduler,
+      { outboundMs: () => delays.shift() ?? 0 },
+    );
+    const answered: number[] = [];
+    site.download("http://zoo.test/a").subscribe(() => answered.push(scheduler.now()));
+    site.download("http://zoo.test/b").subscribe(() => answered.push(scheduler.now()));
+    scheduler.flush();
+    expect(site.stats().arrivals).toEqual([0.5, 3]);
+    expect(answered).toEqual([10.5, 13]);
+  });
+
+  it("createZooSite(): a request aborted before it reaches the site never arrives and errors with the reason", () => {
+    const scheduler = new VirtualTimeScheduler();
+    const site = createZooSite(
+      { name: "n", limiter: { shape: "none" }, latencyMs: 10 },
+      scheduler,
+      { outboundMs: () => 5 },
+    );
+    const abort = new AbortController();
+    const errors: unknown[] = [];
+    site.download("http://zoo.test/a", { signal: abort.signal }).subscribe({
+      error: (e) => errors.push(e),
+    });
+    scheduler.schedule(() => abort.abort(new Error("stop")), 2);
+    scheduler.flush();
+    expect(site.stats().requests).toBe(0);
+    expect(errors.map((e) => (e as Error).message)).toEqual(["stop"]);
+    // Unsubscribed before arrival: nothing arrives either.
+    const sub = site.download("http://zoo.test/b").subscribe();
+    scheduler.schedule(() => sub.unsubscribe(), 1);
+    scheduler.flush();
+    expect(site.stats().requests).toBe(0);
+  });
+
+  it("runZooCrawl() with outbound jitter: the site sees gaps shorter than the client sent, and the crawl still converges", () => {
+    const site: ZooSiteSpec = {
+      name: "spacer 10/s",
+      limiter: { shape: "token-bucket", ratePerSec: 10, burst: 1 },
+      latencyMs: 50,
+    };
+    const r = runZooCrawl({ site, pages: 200, outboundJitterMs: 6 });
+    const gaps = r.stats.arrivals.slice(1).map((t, i) => t - r.stats.arrivals[i]!);
+    expect(Math.min(...gaps)).toBeLessThan(1000 / 10);
+    expect(r.ok).toBe(200);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.75);
+  });
+});
 
 describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
   for (const [site, ramp, minEfficiency, maxRefused] of ZOO) {

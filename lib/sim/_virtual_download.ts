@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { Observable, type SchedulerLike, timer } from "rxjs";
+import { Observable, type SchedulerLike, Subscription, timer } from "rxjs";
 import type { StatsRecorder } from "../demo/_limiters.ts";
 import { requestUrl } from "../request.ts";
 
@@ -33,7 +33,8 @@ function abortReason(signal: AbortSignal): unknown {
 }
 
 /**
- * A cold observable of one request: `decide(now, url)` at subscription, the
+ * A cold observable of one request: `decide(now, url)` at subscription (or
+ * `outboundMs` later: the time the request takes to reach the site), the
  * answer after its latency. An already aborted `signal` errors at once and
  * nothing arrives; an abort in flight errors with `signal.reason`, as
  * `fetch` rejects.
@@ -47,7 +48,38 @@ export function virtualDownload(
   signal: AbortSignal | undefined,
   decide: (now: number, url: string) => VirtualAnswer,
   label: (url: string) => string = (url) => url,
+  outboundMs = 0,
 ): Observable<VirtualResponse> {
+  if (outboundMs > 0) {
+    // The request reaches the site `outboundMs` after it was sent (a real
+    // client's event loop, connection pool and network); the answer's
+    // latency counts from the arrival.
+    return new Observable<VirtualResponse>((subscriber) => {
+      if (signal?.aborted) {
+        subscriber.error(abortReason(signal));
+        return;
+      }
+      const onAbort = () => {
+        trip.unsubscribe();
+        subscriber.error(abortReason(signal!));
+      };
+      signal?.addEventListener("abort", onAbort);
+      const inner = new Subscription();
+      const trip = timer(outboundMs, scheduler).subscribe(() => {
+        signal?.removeEventListener("abort", onAbort);
+        inner.add(
+          virtualDownload(scheduler, recorder, request, signal, decide, label).subscribe(
+            subscriber,
+          ),
+        );
+      });
+      return () => {
+        signal?.removeEventListener("abort", onAbort);
+        trip.unsubscribe();
+        inner.unsubscribe();
+      };
+    });
+  }
   return new Observable<VirtualResponse>((subscriber) => {
     if (signal?.aborted) {
       subscriber.error(abortReason(signal));

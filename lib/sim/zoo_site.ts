@@ -19,16 +19,32 @@ export interface ZooSite {
   stats(): SiteStats;
 }
 
+/** Options of {@linkcode createZooSite}. */
+export interface ZooSiteOptions {
+  /**
+   * Time each request takes to reach the site, drawn per request (a real
+   * client's event loop, connection pool and network: the gaps the site sees
+   * are not the gaps the client sent). None when absent.
+   */
+  readonly outboundMs?: () => number;
+}
+
 /**
  * Creates a zoo site on `scheduler`.
  *
  * @param spec What the site hides and how it answers.
  * @param scheduler Its clock and timers (a `TestScheduler` in tests).
+ * @param options How late requests reach it.
  * @returns The site.
  * @throws {RangeError} When the spec is out of range, naming the field.
  */
-export function createZooSite(spec: ZooSiteSpec, scheduler: SchedulerLike): ZooSite {
+export function createZooSite(
+  spec: ZooSiteSpec,
+  scheduler: SchedulerLike,
+  options: ZooSiteOptions = {},
+): ZooSite {
   const limiter = createZooLimiter(spec);
+  const outbound = options.outboundMs;
   const recorder = createStatsRecorder();
   function download(
     request: unknown,
@@ -40,6 +56,8 @@ export function createZooSite(spec: ZooSiteSpec, scheduler: SchedulerLike): ZooS
       request,
       options.signal,
       (now) => limiter.arrive(now),
+      undefined,
+      outbound?.() ?? 0,
     );
   }
   return { spec, download, stats: () => recorder.snapshot() };
