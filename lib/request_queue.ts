@@ -163,8 +163,13 @@ export interface RequestQueueStats {
   readonly dequeued: number;
   readonly dequeuedMemory: number;
   readonly dequeuedDisk: number;
-  /** Duplicates dropped. */
+  /** Duplicates dropped (not counting `known`). */
   readonly filtered: number;
+  /**
+   * Requests dropped because a run before this one (the job directory's)
+   * already had them: a resume's re-read input. Not duplicates of this run.
+   */
+  readonly known: number;
   /** Requests refused at enqueue (no URL, malformed URL, bad scopes). */
   readonly rejected: number;
   /** Requests that could not be written to the job directory (kept in memory). */
@@ -324,6 +329,9 @@ export class RequestQueue<R> {
   );
   readonly #inFlight = new Map<R, Item<R>>();
   #seen = new Set<string>();
+  /** Fingerprints read back from the job directory (a resume); this run's go to `#seen`. */
+  #seenBefore: ReadonlySet<string> = new Set<string>();
+  #known = 0;
   #nextSeq = 1;
   #served = 0;
   #blockedCount = 0;
@@ -437,7 +445,7 @@ export class RequestQueue<R> {
           } more corrupt records in job directory log ${jobDir.path}`,
         );
       }
-      this.#seen = recovered.seen;
+      this.#seenBefore = recovered.seen;
       this.#nextSeq = recovered.nextSeq;
       this.#resume(recovered.pending);
     }
@@ -542,6 +550,11 @@ export class RequestQueue<R> {
       }
     }
     if (fp !== undefined) {
+      if (this.#seenBefore.has(fp)) {
+        this.#known++;
+        this.#emitStats();
+        return false;
+      }
       // One hash lookup: add, and see whether the set grew.
       const seen = this.#seen;
       const before = seen.size;
@@ -651,6 +664,7 @@ export class RequestQueue<R> {
       dequeuedMemory: this.#dequeuedMemory,
       dequeuedDisk: this.#dequeuedDisk,
       filtered: this.#filtered,
+      known: this.#known,
       rejected: this.#rejected,
       unserializable: this.#unserializable,
       resumed: this.#resumed,
@@ -1156,6 +1170,7 @@ export class RequestQueue<R> {
     const liveFps = new Set<string>();
     for (const item of live) if (item.fp !== undefined) liveFps.add(item.fp);
     const seen = this.#seen;
+    const before = this.#seenBefore;
     const keepScopes = this.#scopesOf === undefined && !this.#oneSet;
     const serialize = (item: Item<R>): JobDirEntry => ({
       seq: item.seq,
@@ -1174,6 +1189,7 @@ export class RequestQueue<R> {
       (function* () {
         // Fingerprints of requests kept only in memory are not written: a
         // crash loses those requests, and they must be fetchable again.
+        for (const fp of before) if (!liveFps.has(fp)) yield fp;
         for (const fp of seen) if (!liveFps.has(fp)) yield fp;
       })(),
     );

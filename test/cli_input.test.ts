@@ -105,6 +105,8 @@ describe("parseCliArgs()", () => {
       events: undefined,
       plain: false,
       quiet: false,
+      overwrite: false,
+      follow: undefined,
     });
     expect(parseCliArgs(["crawl"])).toMatchObject({ command: "crawl", input: "-" });
   });

@@ -52,11 +52,24 @@ describe("JobDir", () => {
     const q2 = new RequestQueue<string | RequestObject>({ jobDir: dir });
     expect(q2.stats().resumed).toBe(4);
     expect(q2.enqueue(u("2"))).toBe(false);
-    expect(drainAll(q2)).toEqual([{ url: u("s"), priority: 2 }, u("3"), u("2"), u("1")]);
+    // Known from the earlier run (a resume re-reading its input), not a duplicate of this one.
+    expect(q2.stats()).toMatchObject({ known: 1, filtered: 0 });
+    expect(q2.enqueue(u("new"))).toBe(true);
+    expect(q2.enqueue(u("new"))).toBe(false);
+    expect(q2.stats()).toMatchObject({ known: 1, filtered: 1 });
+    expect(drainAll(q2)).toEqual([
+      { url: u("s"), priority: 2 },
+      u("new"),
+      u("3"),
+      u("2"),
+      u("1"),
+    ]);
     q2.close();
     const q3 = new RequestQueue<string>({ jobDir: dir });
     expect(q3.size).toBe(0);
     expect(q3.enqueue(u("1"))).toBe(false);
+    expect(q3.enqueue(u("new"))).toBe(false);
+    expect(q3.stats()).toMatchObject({ known: 2, filtered: 0 });
     q3.close();
   });
 

@@ -32,6 +32,20 @@ export interface CrawlArgs {
   readonly quiet: boolean;
   /** `--redis URL` and `--redis-prefix PREFIX`: share scope limits with other processes. */
   readonly redis: RedisArgs | undefined;
+  /** `--overwrite`: replace an existing `--output` / `--events` (a new crawl without `--jobdir`). */
+  readonly overwrite: boolean;
+  /** `--follow` and its limits: extract links from HTML pages and crawl them. */
+  readonly follow: FollowArgs | undefined;
+}
+
+/** Link following (`--follow`, `--max-depth`, `--max-pages`, `--allow-domain`). */
+export interface FollowArgs {
+  /** `--max-depth N`: links N clicks from a start URL at most. @default unlimited */
+  readonly maxDepth: number | undefined;
+  /** `--max-pages N`: requests in all (start URLs included) at most. @default unlimited */
+  readonly maxPages: number | undefined;
+  /** `--allow-domain D` (repeatable): domains followed besides the start URLs' own. */
+  readonly allowDomains: readonly string[];
 }
 
 /** `--redis URL --redis-prefix PREFIX`: where the limits shared between processes live. */
@@ -81,8 +95,16 @@ Options of crawl:
   --settings FILE    settings as JSON (Scrapy's UPPER_CASE names or politely's camelCase)
   --set NAME=VALUE   one setting, repeatable (like Scrapy's -s), e.g. --set DOWNLOAD_DELAY=0.5
   --jobdir DIR       keep pending requests in DIR, so a stopped crawl resumes
-  --output FILE      one JSON line per request: url, status or error, attempts, scopes, sentAt, latencyMs
+  --output FILE      one JSON line per request: url, status or error, attempts, scopes, sentAt,
+                     latencyMs, finalUrl, contentType, bytes, headers; with --jobdir a resumed
+                     crawl appends (one line per request across stops and kills)
   --events FILE      one JSON line per throttling event
+  --overwrite        replace an existing --output/--events (refused otherwise)
+  --follow           follow links of HTML pages (<a href>, <link rel=next>, <base>; not
+                     rel=nofollow or meta robots nofollow) on the start URLs' domains
+  --max-depth N      with --follow: at most N links away from a start URL
+  --max-pages N      with --follow: at most N requests in all
+  --allow-domain D   with --follow: follow links to D and its subdomains too (repeatable)
   --plain            plain log lines, even on a terminal
   --quiet            no live view or log lines; only the summary
   --redis URL        share scope limits and backoff with other crawls through Redis,
@@ -158,6 +180,11 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
       quiet: { type: "boolean", short: "q" },
       redis: { type: "string" },
       "redis-prefix": { type: "string" },
+      overwrite: { type: "boolean" },
+      follow: { type: "boolean" },
+      "max-depth": { type: "string" },
+      "max-pages": { type: "string" },
+      "allow-domain": { type: "string", multiple: true },
     },
   });
   if (values.help === true) return { command: "help" };
@@ -182,6 +209,56 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
     plain: values.plain === true,
     quiet: values.quiet === true,
     redis: parseRedis(values.redis, values["redis-prefix"]),
+    overwrite: values.overwrite === true,
+    follow: parseFollow(
+      values.follow === true,
+      values["max-depth"],
+      values["max-pages"],
+      values["allow-domain"] ?? [],
+    ),
+  };
+}
+
+function parseFollow(
+  follow: boolean,
+  maxDepth: string | undefined,
+  maxPages: string | undefined,
+  allowDomains: readonly string[],
+): FollowArgs | undefined {
+  if (!follow) {
+    const stray = maxDepth !== undefined
+      ? "--max-depth"
+      : maxPages !== undefined
+      ? "--max-pages"
+      : allowDomains.length > 0
+      ? "--allow-domain"
+      : undefined;
+    if (stray !== undefined) throw new UsageError(`${stray} needs --follow`);
+    return undefined;
+  }
+  const count = (flag: string, value: string | undefined, least: number) => {
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < least) {
+      throw new UsageError(
+        `${flag} expects a whole number >= ${least}: current value is '${value}'`,
+      );
+    }
+    return n;
+  };
+  const domains = allowDomains.map((d) => {
+    const host = d.trim().toLowerCase().replace(/^\*?\./, "");
+    if (host === "" || /[\s/:@]/.test(host)) {
+      throw new UsageError(
+        `--allow-domain expects a domain like example.com: current value is '${d}'`,
+      );
+    }
+    return host;
+  });
+  return {
+    maxDepth: count("--max-depth", maxDepth, 0),
+    maxPages: count("--max-pages", maxPages, 1),
+    allowDomains: domains,
   };
 }
 

@@ -84,6 +84,15 @@ export interface CrawlOptions {
   readonly download?: DownloadFn<RequestObject, FetchedResponse>;
   /** Requests a response leads to (link following), enqueued before the response is marked done. */
   readonly follow?: (outcome: Outcome<RequestObject, FetchedResponse>) => Iterable<RequestObject>;
+  /** Told of each request of the input as it is read (link following learns the start domains). */
+  readonly onStart?: (request: RequestObject) => void;
+  /**
+   * URLs whose `--output` line a run before this one wrote (a resume, from
+   * `recentOutputUrls`): a request fetched again because the kill came
+   * between its line and its completion in the job directory does not get a
+   * second line. Consumed as lines are skipped.
+   */
+  readonly alreadyWritten?: Map<string, number>;
   /**
    * Rampup for the scopes this filter picks (the `rampup` operator after the
    * crawl's `backoffOn`): each starts at one request at a time and probes upwards.
@@ -130,6 +139,8 @@ export interface CrawlResult {
   readonly aborted: number;
   /** Duplicates dropped. */
   readonly filtered: number;
+  /** Requests an earlier run (the job directory's) already had: a resume's re-read input. */
+  readonly known: number;
   /** The throttler, for a last look at its scopes. */
   readonly throttler: Throttler<RequestObject>;
   /**
@@ -144,7 +155,9 @@ export interface CrawlResult {
  * The JSON line of an outcome (`--output`).
  *
  * @param outcome The final outcome of a request.
- * @returns `{url, status | error, attempts, scopes, sentAt (ISO), latencyMs, exhausted?}`.
+ * @returns `{url, status | error, attempts, scopes, sentAt (ISO), latencyMs, exhausted?}`,
+ *   and for a fetched response `finalUrl`, `contentType`, `bytes` and `headers`
+ *   (the ones that say what the page is and how the site throttles).
  */
 export function outcomeRecord(outcome: Outcome<unknown, unknown>): Record<string, unknown> {
   const status = outcomeStatus(outcome);
@@ -156,7 +169,49 @@ export function outcomeRecord(outcome: Outcome<unknown, unknown>): Record<string
   record.sentAt = Number.isFinite(outcome.sentAt) ? new Date(outcome.sentAt).toISOString() : null;
   record.latencyMs = Math.round(outcome.latencyMs * 10) / 10;
   if (outcome.exhausted === true) record.exhausted = true;
+  if (outcome.kind === "response") Object.assign(record, responseFields(outcome.response));
   return record;
+}
+
+/** Response headers an `--output` record keeps: what says what the page is and how the site throttles. */
+const KEPT_HEADERS = [
+  "content-type",
+  "content-length",
+  "content-encoding",
+  "last-modified",
+  "etag",
+  "location",
+  "retry-after",
+  "ratelimit",
+  "ratelimit-policy",
+  "ratelimit-limit",
+  "ratelimit-remaining",
+  "ratelimit-reset",
+  "x-ratelimit-limit",
+  "x-ratelimit-remaining",
+  "x-ratelimit-reset",
+];
+
+/**
+ * What a record says of a fetched response: the final URL after redirects,
+ * its content type and body size, and the headers of KEPT_HEADERS that it
+ * has. Nothing for a response that is not a fetch download's.
+ */
+function responseFields(response: unknown): Record<string, unknown> {
+  if (typeof response !== "object" || response === null) return {};
+  const r = response as Partial<FetchedResponse>;
+  if (!(r.headers instanceof Headers)) return {};
+  const fields: Record<string, unknown> = {};
+  if (typeof r.url === "string" && r.url !== "") fields.finalUrl = r.url;
+  fields.contentType = r.headers.get("content-type");
+  if (typeof r.bytes === "number") fields.bytes = r.bytes;
+  const headers: Record<string, string> = {};
+  for (const name of KEPT_HEADERS) {
+    const value = r.headers.get(name);
+    if (value !== null) headers[name] = value;
+  }
+  fields.headers = headers;
+  return fields;
 }
 
 /** The JSON line of an input line that is not a request. */
@@ -223,7 +278,10 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
 
   const start$ = from(options.input).pipe(
     concatMap((line): Observable<RequestObject> => {
-      if (line.kind === "request") return of(line.request);
+      if (line.kind === "request") {
+        options.onStart?.(line.request);
+        return of(line.request);
+      }
       if (line.kind === "error") {
         record(output, inputErrorRecord(line.error));
         stats.recordFinal(undefined, true);
@@ -416,12 +474,14 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         unsent: q.unsent,
         aborted,
         filtered: q.filtered,
+        known: q.known,
         throttler,
         ...(failure !== undefined ? { error: failure } : {}),
       });
     };
 
     const follow = options.follow;
+    const alreadyWritten = options.alreadyWritten;
     pipeline.add(
       crawl({
         throttler,
@@ -436,7 +496,13 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
       ).subscribe({
         next: (outcome) => {
           try {
-            output?.write(outcomeRecord(outcome));
+            const record = outcomeRecord(outcome);
+            const url = record.url;
+            const written = typeof url === "string" ? alreadyWritten?.get(url) : undefined;
+            if (written !== undefined && written > 0) {
+              if (written === 1) alreadyWritten!.delete(url as string);
+              else alreadyWritten!.set(url as string, written - 1);
+            } else output?.write(record);
             // With a job directory the request is marked done right after
             // this: its line goes to disk first, so a full disk or a kill
             // never leaves a request done whose line is lost.

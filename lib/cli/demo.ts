@@ -8,6 +8,7 @@
  */
 import { hostScope } from "../domain_scopes.ts";
 import type { FetchedResponse } from "../fetch_download.ts";
+import { extractLinks } from "../html_links.ts";
 import type { Outcome } from "../outcome.ts";
 import type { RequestObject } from "../request.ts";
 import type { ThrottlerSettingsInput } from "../settings.ts";
@@ -85,10 +86,9 @@ export function demoStart(sites: readonly DemoSite[]): InputLine[] {
   }));
 }
 
-const HREF = /href="([^"]+)"/g;
-
 /**
- * Links of a demo page to follow: same-origin `href`s.
+ * Links of a demo page to follow: same-origin links (`extractLinks`: an HTML
+ * parser, `rel=nofollow` obeyed).
  *
  * @param outcome A response outcome.
  * @returns The requests to enqueue.
@@ -97,16 +97,9 @@ export function demoFollow(outcome: Outcome<RequestObject, FetchedResponse>): Re
   if (outcome.kind !== "response" || outcome.response.status !== 200) return [];
   const base = outcome.response.url || outcome.request.url;
   const origin = new URL(base).origin;
-  const out: RequestObject[] = [];
-  for (const m of outcome.response.body.matchAll(HREF)) {
-    try {
-      const url = new URL(m[1]!, base);
-      if (url.origin === origin) out.push({ url: url.href });
-    } catch {
-      // Not a URL: not followed.
-    }
-  }
-  return out;
+  return extractLinks(outcome.response.body, base).links
+    .filter((url) => new URL(url).origin === origin)
+    .map((url) => ({ url }));
 }
 
 /** One row of the demo's closing table. */

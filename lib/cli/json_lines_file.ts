@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { readSync } from "node:fs";
 import { fsCalls, fsErrorText, writeAll } from "../_fs.ts";
 import { describeFsError } from "./input.ts";
 
@@ -47,18 +48,32 @@ export class JsonLinesFile {
   #failed: JsonLinesWriteError | undefined;
 
   /**
-   * Create (or truncate) the file.
+   * Open the file.
    *
    * @param path Where to write.
    * @param what What the file is, for the message (`"output"`, `"events"`).
-   * @throws {Error} With a one-line message when the file cannot be created.
+   * @param mode `"truncate"` (the default): created or emptied. `"append"`
+   *   (a resumed crawl): created or added to; a torn last line (a kill in the
+   *   middle of a write) is cut off first, so the file holds whole lines.
+   * @throws {Error} With a one-line message when the file cannot be opened.
    */
-  constructor(path: string, what: string) {
+  constructor(path: string, what: string, mode: "truncate" | "append" = "truncate") {
     this.path = path;
     this.#what = what;
     try {
-      this.#fd = fsCalls.openSync(path, "w");
+      if (mode === "truncate") {
+        this.#fd = fsCalls.openSync(path, "w");
+        return;
+      }
+      const fd = fsCalls.openSync(path, "a+");
+      this.#fd = fd;
+      const size = fsCalls.fstatSize(fd);
+      const whole = wholeLinesSize(fd, size);
+      if (whole < size) fsCalls.ftruncateSync(fd, whole);
+      this.#size = whole;
     } catch (error) {
+      if (this.#fd !== undefined) fsCalls.closeSync(this.#fd);
+      this.#fd = undefined;
       throw new Error(`Cannot write ${what} '${path}': ${describeFsError(error)}`);
     }
   }
@@ -122,4 +137,66 @@ export class JsonLinesFile {
     this.#fd = undefined;
     fsCalls.closeSync(fd);
   }
+}
+
+/** The size of the file's whole lines: up to and including its last newline. */
+function wholeLinesSize(fd: number, size: number): number {
+  const chunk = new Uint8Array(64 * 1024);
+  let end = size;
+  while (end > 0) {
+    const start = Math.max(0, end - chunk.length);
+    const n = readSync(fd, chunk, 0, end - start, start);
+    for (let i = n - 1; i >= 0; i--) if (chunk[i] === 0x0a) return start + i + 1;
+    end = start;
+  }
+  return 0;
+}
+
+/**
+ * How often each URL appears in the last lines of a JSON Lines output
+ * (`{"url": ...}` records): on a resume, a request whose line reached the
+ * file just before a kill, but whose completion did not reach the job
+ * directory, is fetched again; its line is not written twice. Only the tail
+ * is read (`maxBytes`): such lines are the last ones written.
+ *
+ * @param path The output file (missing: empty map).
+ * @param maxBytes How much of the end to read. @default 4 MiB
+ * @returns URL → count.
+ */
+export function recentOutputUrls(path: string, maxBytes = 4 * 1024 * 1024): Map<string, number> {
+  const urls = new Map<string, number>();
+  let fd: number;
+  try {
+    fd = fsCalls.openSync(path, "r");
+  } catch {
+    return urls;
+  }
+  try {
+    const size = fsCalls.fstatSize(fd);
+    // One byte before the tail too: it says whether the tail starts a line.
+    const start = Math.max(0, size - maxBytes - 1);
+    const bytes = new Uint8Array(size - start);
+    let off = 0;
+    while (off < bytes.length) {
+      const n = readSync(fd, bytes, off, bytes.length - off, start + off);
+      if (n === 0) break;
+      off += n;
+    }
+    const lines = new TextDecoder().decode(bytes.subarray(0, off)).split("\n");
+    // Mid-file, the first piece is whole only after a newline (then it is
+    // the empty piece before it): drop it either way.
+    if (start > 0) lines.shift();
+    for (const line of lines) {
+      if (line === "") continue;
+      try {
+        const url = (JSON.parse(line) as { url?: unknown }).url;
+        if (typeof url === "string") urls.set(url, (urls.get(url) ?? 0) + 1);
+      } catch {
+        // A torn or foreign line: not a record.
+      }
+    }
+  } finally {
+    fsCalls.closeSync(fd);
+  }
+  return urls;
 }

@@ -15,6 +15,10 @@
  */
 import { firstLine } from "./_first_line.ts";
 import process from "node:process";
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { JOB_DIR_LOG } from "../job_dir.ts";
+import type { RequestObject } from "../request.ts";
 import { asyncScheduler } from "rxjs";
 import { startDemoSites } from "../demo/sites.ts";
 import { type CrawlArgs, type DemoArgs, parseCliArgs, USAGE, UsageError } from "./args.ts";
@@ -31,7 +35,8 @@ import {
   formatDemoTable,
 } from "./demo.ts";
 import { type InputLine, openInput, parseInputLine } from "./input.ts";
-import { JsonLinesFile } from "./json_lines_file.ts";
+import { JsonLinesFile, recentOutputUrls } from "./json_lines_file.ts";
+import { LinkFollower } from "./follow.ts";
 import { openRedisOption, type RedisOption, RedisOptionError } from "./redis_option.ts";
 import { formatSummary } from "./summary.ts";
 
@@ -156,14 +161,46 @@ function stopSignals(): {
 function openFiles(
   output: string | undefined,
   events: string | undefined,
+  mode: "truncate" | "append" = "truncate",
 ): [JsonLinesFile | undefined, JsonLinesFile | undefined] {
-  const out = output === undefined ? undefined : new JsonLinesFile(output, "output");
+  const out = output === undefined ? undefined : new JsonLinesFile(output, "output", mode);
   try {
-    return [out, events === undefined ? undefined : new JsonLinesFile(events, "events")];
+    return [out, events === undefined ? undefined : new JsonLinesFile(events, "events", mode)];
   } catch (error) {
     out?.close();
     throw error;
   }
+}
+
+/** Whether a file exists with something in it. */
+function hasContent(path: string): boolean {
+  try {
+    return statSync(path).size > 0;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * How `--output` and `--events` open: appended to when the job directory has
+ * a crawl to resume (its lines are that crawl's); otherwise a file that
+ * already holds something is replaced only with `--overwrite` (a new crawl
+ * never silently destroys an earlier one's records).
+ *
+ * @throws {Error} Naming the file and the two ways out.
+ */
+function outputMode(args: CrawlArgs): "truncate" | "append" {
+  if (args.jobDir !== undefined && hasContent(join(args.jobDir, JOB_DIR_LOG))) return "append";
+  if (args.overwrite) return "truncate";
+  for (const [flag, path] of [["--output", args.output], ["--events", args.events]] as const) {
+    if (path !== undefined && hasContent(path)) {
+      throw new Error(
+        `${flag} '${path}' already exists: pass --overwrite to replace it` +
+          (args.jobDir === undefined ? ", or --jobdir DIR to keep a crawl that can resume" : ""),
+      );
+    }
+  }
+  return "truncate";
 }
 
 async function crawlCommand(args: CrawlArgs): Promise<number> {
@@ -189,13 +226,19 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
   }
   let lines: AsyncIterable<string>;
   let files: [JsonLinesFile | undefined, JsonLinesFile | undefined];
+  let alreadyWritten: Map<string, number> | undefined;
   try {
+    const mode = outputMode(args);
+    if (mode === "append" && args.output !== undefined) {
+      alreadyWritten = recentOutputUrls(args.output);
+    }
     lines = await openInput(args.input);
-    files = openFiles(args.output, args.events);
+    files = openFiles(args.output, args.events, mode);
   } catch (error) {
     await redis?.close();
     return fail(error instanceof Error ? error.message : String(error));
   }
+  const follower = args.follow === undefined ? undefined : new LinkFollower(args.follow);
   const interrupt = stopSignals();
   try {
     const result = await runCrawl({
@@ -205,6 +248,13 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       jobDir: args.jobDir,
       output: files[0],
       events: files[1],
+      ...(alreadyWritten !== undefined ? { alreadyWritten } : {}),
+      ...(follower !== undefined
+        ? {
+          follow: (o: Parameters<LinkFollower["follow"]>[0]) => follower.follow(o),
+          onStart: (r: RequestObject) => follower.addStart(r),
+        }
+        : {}),
       view: viewMode(args.plain, args.quiet),
       stdout: process.stdout,
       stderr: process.stderr,
@@ -220,6 +270,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       interrupted: cause !== undefined,
       pending: result.pending,
       filtered: result.filtered,
+      known: result.known,
       ...(cause !== undefined ? { aborted: result.aborted, stoppedBy: STOP_NAME[cause] } : {}),
       ...(args.jobDir !== undefined ? { jobDir: args.jobDir } : {}),
     }));

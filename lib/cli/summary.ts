@@ -24,6 +24,8 @@ export interface SummaryOptions {
   readonly jobDir?: string;
   /** Duplicates dropped by the queue. */
   readonly filtered?: number;
+  /** Requests of the input that an earlier run (the job directory's) already had: a resume's re-read lines. */
+  readonly known?: number;
   /** Scopes listed at most. @default 20 */
   readonly maxScopes?: number;
   /** How a scope is shown (the demo names its sites). @default the scope's name */
@@ -82,6 +84,9 @@ export function formatSummary(
   const extra: string[] = [];
   if (options.filtered !== undefined && options.filtered > 0) {
     extra.push(`duplicates dropped ${options.filtered}`);
+  }
+  if (options.known !== undefined && options.known > 0) {
+    extra.push(`already in the job directory ${options.known}`);
   }
   if (options.aborted === undefined && options.pending !== undefined && options.pending > 0) {
     extra.push(`requests not ended ${options.pending}`);

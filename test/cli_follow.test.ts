@@ -1,0 +1,261 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { type RecordingServer, startRecordingServer } from "./_helpers/loopback_server.ts";
+import { politely, readLines, tempDir } from "./_helpers/politely_cli.ts";
+import { JsonLinesFile, recentOutputUrls } from "../lib/cli/json_lines_file.ts";
+import { parseCliArgs } from "../lib/cli/args.ts";
+
+const servers: RecordingServer[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await s.close();
+});
+
+/** A loopback site of linked pages: `pages` maps a path to its HTML (a string) or a redirect. */
+async function linkedSite(
+  pages: (origin: string) => Record<string, string | { redirect: string }>,
+): Promise<RecordingServer> {
+  let table: Record<string, string | { redirect: string }> = {};
+  const s = await startRecordingServer((req, res) => {
+    const page = table[req.url ?? ""];
+    if (page === undefined) {
+      res.writeHead(404, { "content-type": "text/html", connection: "close" });
+      res.end("<p>not here</p>");
+    } else if (typeof page === "string") {
+      res.writeHead(200, { "content-type": "text/html; charset=utf-8", connection: "close" });
+      res.end(page);
+    } else {
+      res.writeHead(302, { location: page.redirect, connection: "close" });
+      res.end();
+    }
+  });
+  table = pages(s.origin);
+  servers.push(s);
+  return s;
+}
+
+describe("politely crawl --follow", () => {
+  it("politely crawl --follow --max-depth fetches exactly the linked pages within depth, once each", async () => {
+    const other = await linkedSite(() => ({ "/": "<p>elsewhere</p>" }));
+    const s = await linkedSite((origin) => ({
+      // Fan-out, a cycle back to /, relative links, a nofollow, an off-domain link, a redirect.
+      "/": `<a href="a">a</a> <a href="/b">b</a> <a href="${other.origin}/">x</a>
+        <a rel="nofollow" href="/secret">s</a> <a href="/moved">m</a> <a href="#top">t</a>`,
+      "/a": `<a href="/">home</a> <a href="./c?x=1&amp;y=2">c</a> <a href="/a">self</a>`,
+      "/b": `<link rel="next" href="/d"><a href="mailto:me@example.com">mail</a>`,
+      "/moved": { redirect: `${origin}/e` },
+      "/e": `<p>moved here</p><a href="/deep">deeper</a>`,
+      "/c?x=1&y=2": `<a href="/deep">deeper</a>`,
+      "/d": `<meta name="robots" content="noindex, nofollow"><a href="/hidden">h</a>`,
+      "/deep": `<p>depth 2</p>`,
+      "/secret": `<p>never</p>`,
+      "/hidden": `<p>never</p>`,
+    }));
+    const dir = tempDir();
+    const out = join(dir, "out.jsonl");
+    const run = await politely([
+      "crawl",
+      "-",
+      "--follow",
+      "--max-depth",
+      "1",
+      "--quiet",
+      "--output",
+      out,
+      "--set",
+      "ROBOTSTXT_OBEY=false",
+    ], { stdin: `${s.origin}/\n` });
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    const paths = s.arrivals.map((a) => a.path).sort();
+    // Depth 1: the start page's followed links (the redirect's target is
+    // fetched by the redirect itself); not /deep (depth 2), nor the nofollows.
+    expect(paths).toEqual(["/", "/a", "/b", "/e", "/moved"].sort());
+    expect(other.arrivals).toEqual([]);
+    const records = readLines(out);
+    expect(records.map((r) => r.url).sort()).toEqual(
+      ["/", "/a", "/b", "/moved"].map((p) => `${s.origin}${p}`).sort(),
+    );
+    const moved = records.find((r) => r.url === `${s.origin}/moved`)!;
+    expect(moved.finalUrl).toBe(`${s.origin}/e`);
+    expect(moved.contentType).toBe("text/html; charset=utf-8");
+    expect(moved.bytes).toBe('<p>moved here</p><a href="/deep">deeper</a>'.length);
+    expect((moved.headers as Record<string, string>)["content-type"]).toBe(
+      "text/html; charset=utf-8",
+    );
+  });
+
+  it("politely crawl --follow without --max-depth follows every link of the site, each URL once", async () => {
+    const s = await linkedSite(() => ({
+      "/": `<a href="/a">a</a><a href="/b">b</a>`,
+      "/a": `<a href="/b">b</a><a href="/c">c</a><a href="/">home</a>`,
+      "/b": `<a href="/c">c</a><a href="/a">a</a>`,
+      "/c": `<a href="/d">d</a>`,
+      "/d": `<a href="/">home</a>`,
+    }));
+    const run = await politely(
+      ["crawl", "-", "--follow", "--quiet", "--set", "ROBOTSTXT_OBEY=false"],
+      { stdin: `${s.origin}/\n` },
+    );
+    expect(run.code).toBe(0);
+    expect(s.arrivals.map((a) => a.path).sort()).toEqual(["/", "/a", "/b", "/c", "/d"]);
+  });
+
+  it("politely crawl --follow --max-pages stops following at N requests in all", async () => {
+    const s = await linkedSite(() => ({
+      "/": Array.from({ length: 20 }, (_, i) => `<a href="/p${i}">${i}</a>`).join(""),
+      ...Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`/p${i}`, "<p>leaf</p>"])),
+    }));
+    const run = await politely(
+      ["crawl", "-", "--follow", "--max-pages", "5", "--quiet", "--set", "ROBOTSTXT_OBEY=false"],
+      { stdin: `${s.origin}/\n` },
+    );
+    expect(run.code).toBe(0);
+    // The queue is LIFO by default (Scrapy's): which four links is the
+    // order's business; that there are four is the limit's.
+    const paths = s.arrivals.map((a) => a.path);
+    expect(paths[0]).toBe("/");
+    expect(paths).toHaveLength(5);
+    expect(new Set(paths).size).toBe(5);
+  });
+
+  it("politely crawl --allow-domain widens --follow to another domain", async () => {
+    const other = await linkedSite(() => ({ "/": "<p>elsewhere</p>" }));
+    const s = await linkedSite(() => ({ "/": `<a href="${other.origin}/">x</a>` }));
+    // Both loopback sites are 127.0.0.1, told apart by their ports: the
+    // start domain is "127.0.0.1:PORT", and --allow-domain 127.0.0.1 lets the other in.
+    const run = await politely(
+      [
+        "crawl",
+        "-",
+        "--follow",
+        "--allow-domain",
+        "127.0.0.1",
+        "--quiet",
+        "--set",
+        "ROBOTSTXT_OBEY=false",
+      ],
+      { stdin: `${s.origin}/\n` },
+    );
+    expect(run.code).toBe(0);
+    expect(other.arrivals.map((a) => a.path)).toEqual(["/"]);
+  });
+
+  it("parseCliArgs() checks the link-following options", () => {
+    const table: [string[], string][] = [
+      [["--max-depth", "2"], "--max-depth needs --follow"],
+      [["--allow-domain", "a.test"], "--allow-domain needs --follow"],
+      [["--follow", "--max-depth=-1"], "--max-depth expects a whole number >= 0"],
+      [["--follow", "--max-pages", "0"], "--max-pages expects a whole number >= 1"],
+      [["--follow", "--max-pages", "2.5"], "--max-pages expects a whole number >= 1"],
+      [["--follow", "--allow-domain", "http://a.test/"], "--allow-domain expects a domain"],
+    ];
+    for (const [flags, message] of table) {
+      expect(() => parseCliArgs(["crawl", "urls.txt", ...flags]), flags.join(" ")).toThrow(
+        message,
+      );
+    }
+    expect(parseCliArgs(["crawl", "-", "--follow", "--allow-domain", "*.Example.com"]))
+      .toMatchObject({
+        follow: { maxDepth: undefined, maxPages: undefined, allowDomains: ["example.com"] },
+      });
+  });
+});
+
+describe("politely crawl --output across runs", () => {
+  it("politely crawl refuses to replace an existing --output without --overwrite, in one line", async () => {
+    const s = await linkedSite(() => ({ "/": "<p>x</p>" }));
+    const dir = tempDir();
+    const out = join(dir, "out.jsonl");
+    writeFileSync(out, '{"url":"kept"}\n');
+    const refused = await politely(["crawl", "-", "--quiet", "--output", out], {
+      stdin: `${s.origin}/\n`,
+    });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr.trim().split("\n")).toHaveLength(1);
+    expect(refused.stderr).toContain(`--output '${out}' already exists: pass --overwrite`);
+    expect(readFileSync(out, "utf8")).toBe('{"url":"kept"}\n');
+    expect(s.arrivals).toEqual([]);
+    const replaced = await politely(["crawl", "-", "--quiet", "--output", out, "--overwrite"], {
+      stdin: `${s.origin}/\n`,
+    });
+    expect(replaced.code).toBe(0);
+    expect(readLines(out).map((r) => r.url)).toEqual([`${s.origin}/`]);
+  });
+
+  it("JsonLinesFile in append mode keeps what is there and cuts a torn last line", () => {
+    const dir = tempDir();
+    const path = join(dir, "out.jsonl");
+    writeFileSync(path, '{"url":"a"}\n{"url":"b"}\n{"url":"c');
+    const file = new JsonLinesFile(path, "output", "append");
+    file.write({ url: "d" });
+    file.close();
+    expect(readFileSync(path, "utf8")).toBe('{"url":"a"}\n{"url":"b"}\n{"url":"d"}\n');
+    // A file with no whole line at all, and a missing one.
+    writeFileSync(path, '{"url":"torn');
+    const again = new JsonLinesFile(path, "output", "append");
+    again.write({ url: "e" });
+    again.close();
+    expect(readFileSync(path, "utf8")).toBe('{"url":"e"}\n');
+    const fresh = new JsonLinesFile(join(dir, "new.jsonl"), "output", "append");
+    fresh.close();
+    expect(readFileSync(join(dir, "new.jsonl"), "utf8")).toBe("");
+  });
+
+  it("recentOutputUrls() counts the URLs of the last records, skipping torn and foreign lines", () => {
+    const dir = tempDir();
+    const path = join(dir, "out.jsonl");
+    writeFileSync(path, '{"url":"a"}\n{"url":"b"}\nnot json\n{"url":"a"}\n{"x":1}\n{"url":"c');
+    expect([...recentOutputUrls(path)]).toEqual([["a", 2], ["b", 1]]);
+    // Only the tail (the last 29 bytes start exactly at the second "a"
+    // record; one byte less and it is cut, so not read).
+    expect([...recentOutputUrls(path, 29)]).toEqual([["a", 1]]);
+    expect([...recentOutputUrls(path, 28)]).toEqual([]);
+    expect(recentOutputUrls(join(dir, "missing.jsonl")).size).toBe(0);
+  });
+
+  it("politely crawl --jobdir resumed after SIGKILL appends to --output: every page once", async () => {
+    // One page at a time; the server holds every request after the 4th
+    // unanswered, and the crawl is killed (no chance to flush or clean up).
+    let hang = true;
+    const held: import("node:http").ServerResponse[] = [];
+    const s = await startRecordingServer((req, res) => {
+      const n = Number(req.url?.slice(1));
+      if (hang && n > 4) {
+        held.push(res);
+        return;
+      }
+      res.writeHead(200, { "content-type": "text/plain", connection: "close" });
+      res.end("ok");
+    });
+    servers.push(s);
+    const dir = tempDir();
+    const urls = Array.from({ length: 10 }, (_, i) => `${s.origin}/${i + 1}`);
+    writeFileSync(join(dir, "urls.txt"), urls.join("\n"));
+    const out = join(dir, "out.jsonl");
+    const args = [
+      "crawl",
+      join(dir, "urls.txt"),
+      "--jobdir",
+      join(dir, "job"),
+      "--output",
+      out,
+      "--set",
+      "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+      "--set",
+      "ROBOTSTXT_OBEY=false",
+      "--quiet",
+    ];
+    const first = await politely(args, { interruptWhen: () => held.length > 0, signal: "SIGKILL" });
+    expect(first.code).toBe(null);
+    const before = readLines(out).map((r) => r.url);
+    expect(before).toEqual(urls.slice(0, 4));
+    hang = false;
+    for (const res of held) res.destroy();
+    const second = await politely(args);
+    expect(second.code).toBe(0);
+    const all = readLines(out).map((r) => r.url);
+    expect([...all].sort()).toEqual([...urls].sort());
+    expect(new Set(all).size).toBe(all.length);
+  });
+});
