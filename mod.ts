@@ -22,6 +22,7 @@ export * from "./lib/scrapy_settings.ts";
 export * from "./lib/sim/simulated_site.ts";
 export * from "./operators/backoff_on.ts";
 export * from "./lib/fetch_download.ts";
+export * from "./lib/html_links.ts";
 export * from "./operators/rampup.ts";
 export * from "./lib/autothrottle_manager.ts";
 export * from "./lib/fixed_window_manager.ts";
