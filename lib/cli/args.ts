@@ -5,6 +5,7 @@
  * @module
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { parseSimulateArgs, type SimulateArgs } from "./simulate_command.ts";
 
 /** A mistake on the command line; the message is the one line the user sees. */
 export class UsageError extends Error {
@@ -80,7 +81,7 @@ export interface VersionArgs {
 }
 
 /** What the command line asked for. */
-export type CliArgs = CrawlArgs | DemoArgs | HelpArgs | VersionArgs;
+export type CliArgs = CrawlArgs | DemoArgs | SimulateArgs | HelpArgs | VersionArgs;
 
 /** The help text. */
 export const USAGE = `politely: crawl politely, as fast as each site allows and no faster.
@@ -89,6 +90,7 @@ Usage:
   politely crawl [FILE|-] [options]   crawl the URLs in FILE (or stdin): one URL per line,
                                       or one JSON object per line {url, priority, meta}
   politely demo [--duration SECONDS]  crawl five simulated rate-limited sites on loopback
+  politely simulate --site SPEC ...   predict a crawl in virtual time (see docs/SIMULATE.md)
   politely help                       this text
 
 Options of crawl:
@@ -145,7 +147,10 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
   if (command === "--version" || command === "-V") return { command: "version" };
   if (command === "crawl") return parseCrawl(rest);
   if (command === "demo") return parseDemo(rest);
-  throw new UsageError(`Unknown command '${command}': expected 'crawl', 'demo' or 'help'`);
+  if (command === "simulate") return parseSimulateArgs(rest);
+  throw new UsageError(
+    `Unknown command '${command}': expected 'crawl', 'demo', 'simulate' or 'help'`,
+  );
 }
 
 function parse<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {

@@ -37,6 +37,7 @@ import {
 import { type InputLine, openInput, parseInputLine } from "./input.ts";
 import { JsonLinesFile, recentOutputUrls } from "./json_lines_file.ts";
 import { LinkFollower } from "./follow.ts";
+import { simulateCommand } from "./simulate_command.ts";
 import { openRedisOption, type RedisOption, RedisOptionError } from "./redis_option.ts";
 import { formatSummary } from "./summary.ts";
 
@@ -393,6 +394,8 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       return await crawlCommand(args);
     case "demo":
       return await demoCommand(args);
+    case "simulate":
+      return simulateCommand(args, { stdout: process.stdout, stderr: process.stderr });
   }
 }
 
