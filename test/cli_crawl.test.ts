@@ -345,6 +345,36 @@ describe("politely crawl", () => {
     30_000,
   );
 
+  it(
+    "politely crawl runs a Scrapy settings file with plugin settings, saying once which it ignored",
+    async () => {
+      const s = await okServer();
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "settings.json"),
+        JSON.stringify({
+          BOT_NAME: "books",
+          ITEM_PIPELINES: { "books.pipelines.Save": 300 },
+          SPIDER_MIDDLEWARES: { "scrapy_poet.RetryMiddleware": 275 },
+          ZYTE_API_KEY: "secret-key",
+          ZYTE_API_TRANSPARENT_MODE: true,
+          DOWNLOAD_DELAY: 0,
+        }),
+      );
+      const run = await politely(
+        ["crawl", "-", "--settings", join(dir, "settings.json"), "--quiet"],
+        { stdin: `${s.origin}/a\n` },
+      );
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain("politely: 1 request ended");
+      expect(run.stderr.trim().split("\n")).toEqual([
+        "politely: warning: Ignored Scrapy settings that politely has no use for: BOT_NAME, ITEM_PIPELINES, SPIDER_MIDDLEWARES",
+        "politely: warning: Ignored settings that neither politely nor Scrapy knows (a Scrapy plugin's?): ZYTE_API_KEY, ZYTE_API_TRANSPARENT_MODE",
+      ]);
+    },
+    30_000,
+  );
+
   it("politely crawl exits 2 with one line for a negative delay in a settings file", async () => {
     const dir = tempDir();
     writeFileSync(join(dir, "s.json"), JSON.stringify({ DOWNLOAD_DELAY: -1 }));
