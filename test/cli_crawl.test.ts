@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
@@ -64,6 +65,15 @@ function politely(
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** A loopback port with nothing listening on it. */
+async function closedPort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
 }
 
 function tempDir(): string {
@@ -312,6 +322,39 @@ describe("politely crawl", () => {
       for (let i = 1; i < sent.length; i++) {
         expect(sent[i]! - sent[i - 1]!).toBeGreaterThanOrEqual(199);
       }
+    },
+    30_000,
+  );
+
+  it(
+    "politely crawl names a connection error's cause in --output and in the log, not only 'fetch failed'",
+    async () => {
+      const dir = tempDir();
+      const refused = `http://127.0.0.1:${await closedPort()}/`;
+      const unknownHost = "http://politely-test.invalid/";
+      const run = await politely([
+        "crawl",
+        "-",
+        "--set",
+        "RETRY_ENABLED=False",
+        "--output",
+        join(dir, "out.jsonl"),
+        "--plain",
+      ], { stdin: `${refused}\n${unknownHost}\n` });
+      expect(run.code).toBe(0);
+      const errors = Object.fromEntries(
+        readLines(join(dir, "out.jsonl")).map((l) => [l.url, l.error]),
+      );
+      expect(errors[refused]).toMatch(
+        /^DownloadFailedError: Download of \S+ failed: .*ECONNREFUSED/,
+      );
+      // A resolver that cannot be reached says EAI_AGAIN.
+      expect(errors[unknownHost]).toMatch(
+        /^DownloadFailedError: Download of \S+ failed: .*(ENOTFOUND|EAI_AGAIN)/,
+      );
+      expect(JSON.stringify(errors)).not.toContain("fetch failed");
+      expect(run.stdout).toMatch(/backoff: DownloadFailedError ECONNREFUSED,/);
+      expect(run.stdout).toMatch(/backoff: DownloadFailedError (ENOTFOUND|EAI_AGAIN),/);
     },
     30_000,
   );
