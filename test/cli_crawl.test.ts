@@ -438,6 +438,39 @@ describe("politely crawl", () => {
   }, 30_000);
 
   it(
+    "politely --help, -h, crawl --help and demo -h print usage on stdout and exit 0",
+    async () => {
+      const runs = await Promise.all([
+        politely(["--help"]),
+        politely(["-h"]),
+        politely(["crawl", "--help"]),
+        politely(["demo", "-h"]),
+      ]);
+      for (const run of runs) {
+        expect(run.code).toBe(0);
+        expect(run.stderr).toBe("");
+      }
+      const [overview, short, crawl, demo] = runs.map((r) => r.stdout);
+      expect(overview).toContain("Options of crawl:");
+      expect(overview).toContain("Options of demo:");
+      expect(short).toBe(overview);
+      expect(crawl).toMatch(/^Usage: politely crawl \[FILE\|-\] \[options\]\n/);
+      expect(crawl).toContain("--jobdir DIR");
+      expect(crawl).not.toContain("--duration");
+      expect(demo).toMatch(/^Usage: politely demo \[options\]\n/);
+      expect(demo).toContain("--duration SECONDS");
+      expect(demo).not.toContain("--jobdir");
+    },
+    60_000,
+  );
+
+  it("politely crawl exits 2 naming the flag a misspelled one was meant to be", async () => {
+    const run = await politely(["crawl", "-", "--outptu", "out.jsonl"]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe("politely: unknown option --outptu (did you mean --output?)\n");
+  }, 30_000);
+
+  it(
     "politely crawl exits 2 with one line for an unwritable output and for a bad flag",
     async () => {
       const dir = tempDir();

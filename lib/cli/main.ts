@@ -1,5 +1,5 @@
 /**
- * The `politely` command: `crawl`, `demo`, `help`. This file is the entry
+ * The `politely` command: `crawl`, `demo`, `help [COMMAND]`. This file is the entry
  * point (`node --import tsx lib/cli/main.ts`, `deno run -A lib/cli/main.ts`,
  * `bun lib/cli/main.ts`, or the npm `bin`); it parses the arguments,
  * dispatches, and exits with the code the command chose.
@@ -17,7 +17,14 @@ import { firstLine } from "./_first_line.ts";
 import process from "node:process";
 import { asyncScheduler } from "rxjs";
 import { startDemoSites } from "../demo/sites.ts";
-import { type CrawlArgs, type DemoArgs, parseCliArgs, USAGE, UsageError } from "./args.ts";
+import {
+  COMMAND_USAGE,
+  type CrawlArgs,
+  type DemoArgs,
+  parseCliArgs,
+  USAGE,
+  UsageError,
+} from "./args.ts";
 import { resolveCliSettings, SettingsError } from "./cli_settings.ts";
 import { isWriteError, runCrawl, type ViewMode } from "./crawl.ts";
 import {
@@ -328,12 +335,16 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   try {
     args = parseCliArgs(argv);
   } catch (error) {
-    if (error instanceof UsageError) return fail(`${error.message} (see 'politely help')`);
+    if (error instanceof UsageError) {
+      return fail(
+        error.seeAlso === undefined ? error.message : `${error.message} (see '${error.seeAlso}')`,
+      );
+    }
     throw error;
   }
   switch (args.command) {
     case "help":
-      say(USAGE);
+      say(args.topic === undefined ? USAGE : COMMAND_USAGE[args.topic]);
       return EXIT_OK;
     case "version":
       say(VERSION);
