@@ -47,11 +47,17 @@ function normalize(name: string): string {
  *
  * @param name The name that was not recognised.
  * @param candidates The names valid at that place.
+ * @param maxEdits At most this many edits (case and separators aside), when
+ *   a suggestion decides more than the wording of an error. @default a third of the name, at least 2
  * @returns The suggestion, if any.
  */
-export function closestName(name: string, candidates: Iterable<string>): string | undefined {
+export function closestName(
+  name: string,
+  candidates: Iterable<string>,
+  maxEdits?: number,
+): string | undefined {
   const wanted = normalize(name);
-  const limit = Math.max(2, Math.floor(wanted.length / 3));
+  const limit = Math.min(Math.max(2, Math.floor(wanted.length / 3)), maxEdits ?? Infinity);
   let best: string | undefined;
   let bestScore = Infinity;
   let bestRaw = Infinity;

@@ -22,7 +22,9 @@ function errorOptions(options: { readonly cause?: unknown } | undefined): ErrorO
 
 /**
  * The connection failed before a response came: refused, reset, DNS lookup
- * failed, TLS handshake failed, the socket closed.
+ * failed, TLS handshake failed, the socket closed. When read from what
+ * `fetch` threw, `code` names the cause (`ECONNREFUSED`, `ENOTFOUND`,
+ * `UND_ERR_HEADERS_OVERFLOW`, `CERT_HAS_EXPIRED`) and so does the message.
  *
  * @example Thrown by a custom download function
  * ```ts
@@ -219,6 +221,8 @@ export interface ClassifyContext {
 interface ErrorFacts {
   readonly names: Set<string>;
   readonly codes: Set<string>;
+  /** Codes read from the words of errors that carry none (Deno's); they name, never classify. */
+  readonly wordCodes: Set<string>;
   readonly messages: string[];
 }
 
@@ -261,13 +265,39 @@ function errorChain(error: unknown): object[] {
   return chain;
 }
 
+/**
+ * Deno reports a failed connection with the system's words and no code
+ * ("tcp connect error: Connection refused (os error 111)", "dns error: failed
+ * to lookup address information: Name or service not known"): the code Node
+ * and Bun give the same failure, so a log, a record and `backoff.exceptions`
+ * read alike on every runtime. First match wins. Used to name a failure
+ * already known to be one, never to decide that it is.
+ */
+const SYSTEM_ERROR_TEXTS: readonly (readonly [RegExp, string])[] = [
+  [/connection refused/i, "ECONNREFUSED"],
+  [/connection reset/i, "ECONNRESET"],
+  [/temporary failure in name resolution/i, "EAI_AGAIN"],
+  [/failed to lookup address|name or service not known|nodename nor servname/i, "ENOTFOUND"],
+  [/no route to host/i, "EHOSTUNREACH"],
+  [/network is unreachable/i, "ENETUNREACH"],
+];
+
 function gatherFacts(error: unknown): ErrorFacts {
-  const facts: ErrorFacts = { names: new Set(), codes: new Set(), messages: [] };
+  const facts: ErrorFacts = {
+    names: new Set(),
+    codes: new Set(),
+    wordCodes: new Set(),
+    messages: [],
+  };
   for (const e of errorChain(error)) {
     const { name, code, message } = e as { name?: unknown; code?: unknown; message?: unknown };
     if (typeof name === "string") facts.names.add(name);
     // DOMException has a numeric legacy `code` (23 for TimeoutError): only strings are codes.
     if (typeof code === "string") facts.codes.add(code);
+    else if (typeof message === "string") {
+      const known = SYSTEM_ERROR_TEXTS.find(([text]) => text.test(message));
+      if (known !== undefined) facts.wordCodes.add(known[1]);
+    }
     if (typeof message === "string") facts.messages.push(message);
   }
   return facts;
@@ -313,6 +343,9 @@ const CONNECTION_CODES = new Set([
   "ConnectionReset",
   "FailedToOpenSocket",
   "DNSError",
+  // An answer whose headers are over the client's limit (undici's
+  // UND_ERR_HEADERS_OVERFLOW arrives as "fetch failed").
+  "ResponseHeadersTooLarge",
 ]);
 
 /** undici ("terminated") and Deno ("error reading a body from connection"). */
@@ -325,6 +358,11 @@ const FETCH_FAILED =
 
 function firstCode(facts: ErrorFacts, among: ReadonlySet<string>): string | undefined {
   for (const code of facts.codes) if (among.has(code)) return code;
+  return undefined;
+}
+
+function first(codes: ReadonlySet<string>): string | undefined {
+  for (const code of codes) return code;
   return undefined;
 }
 
@@ -341,6 +379,33 @@ function describe(error: unknown): string {
 }
 
 /**
+ * Deno's wrapper names the URL (and the addresses), which the message already
+ * does: "error sending request for url (http://a.test/): " and "error sending
+ * request from 127.0.0.1:48694 for http://a.test/ (127.0.0.1:80): ".
+ */
+const DENO_REQUEST_PREFIX = /^error sending request .*?\): /;
+
+/**
+ * What went wrong, in the words of the innermost error that has any:
+ * undici's "fetch failed" only wraps its cause ("connect ECONNREFUSED
+ * 127.0.0.1:8080"). The code leads when those words do not hold it
+ * ("UND_ERR_HEADERS_OVERFLOW: Headers Overflow Error"). An error with no
+ * cause is described by its name and message, as before.
+ */
+function explain(error: unknown, code: string | undefined): string {
+  const chain = errorChain(error);
+  let detail: string | undefined;
+  for (let i = chain.length - 1; i > 0 && detail === undefined; i--) {
+    const message = (chain[i] as { message?: unknown }).message;
+    if (typeof message === "string" && message !== "") {
+      detail = message.replace(DENO_REQUEST_PREFIX, "");
+    }
+  }
+  if (detail === undefined) detail = describe(error);
+  return code === undefined || detail.includes(code) ? detail : `${code}: ${detail}`;
+}
+
+/**
  * Read an error thrown by `fetch` (or by reading a response body) as one of
  * politely's download errors, keeping the original as `cause`:
  *
@@ -354,6 +419,13 @@ function describe(error: unknown): string {
  * - undici's `"fetch failed"` and connection codes (`ECONNREFUSED`,
  *   `ECONNRESET`, `ENOTFOUND`, `UND_ERR_SOCKET`, ...) →
  *   {@link DownloadFailedError}.
+ *
+ * The message names the cause, not only the wrapper: `Download of
+ * http://127.0.0.1:8080/ failed: connect ECONNREFUSED 127.0.0.1:8080`, not
+ * `fetch failed`. The `code` of a connection failure is the one found in the
+ * cause chain; under Deno, which gives none, it is read from the system's
+ * words ("Connection refused" is `ECONNREFUSED`, a failed DNS lookup
+ * `ENOTFOUND`), so codes are the same on every runtime.
  *
  * Anything else is returned unchanged, and so are errors that already are
  * one of these classes. A plain `AbortError` (the pipeline was unsubscribed,
@@ -373,6 +445,7 @@ function describe(error: unknown): string {
  * const e = classifyDownloadError(thrown, { url: "http://127.0.0.1:9/" });
  * assert.ok(e instanceof DownloadFailedError);
  * assert.equal(e.code, "ECONNREFUSED");
+ * assert.equal(e.message, "Download of http://127.0.0.1:9/ failed: connect ECONNREFUSED 127.0.0.1:9");
  * assert.equal(e.cause, thrown);
  * ```
  */
@@ -386,7 +459,6 @@ export function classifyDownloadError(error: unknown, context: ClassifyContext =
   const url = context.url;
   const where = url === undefined ? "" : ` of ${url}`;
   const common = url === undefined ? { cause: error } : { cause: error, url };
-  const reason = describe(error);
 
   const signalReason: unknown = context.signal?.aborted === true
     ? context.signal.reason
@@ -397,7 +469,7 @@ export function classifyDownloadError(error: unknown, context: ClassifyContext =
   if (facts.names.has("TimeoutError") || timeoutCode !== undefined || abortedByTimeout) {
     const after = context.timeoutMs === undefined ? "" : ` after ${context.timeoutMs} ms`;
     return new DownloadTimeoutError(
-      `Download${where} timed out${after}: ${reason}`,
+      `Download${where} timed out${after}: ${explain(error, timeoutCode)}`,
       context.timeoutMs === undefined ? common : { ...common, timeoutMs: context.timeoutMs },
     );
   }
@@ -418,16 +490,21 @@ export function classifyDownloadError(error: unknown, context: ClassifyContext =
   const connectionCode = firstCode(facts, CONNECTION_CODES);
   const fetchFailed = facts.messages.some((m) => FETCH_FAILED.test(m));
   const bodyFailed = facts.messages.some((m) => BODY_FAILURE.test(m));
-  const code = dataLossCode ?? connectionCode;
+  // Any code names the cause better than none: a TLS failure (CERT_HAS_EXPIRED),
+  // undici's UND_ERR_HEADERS_OVERFLOW.
+  const code = dataLossCode ?? connectionCode ?? first(facts.codes) ?? first(facts.wordCodes);
   const withCode = code === undefined ? common : { ...common, code };
   if (
     dataLossCode !== undefined || bodyFailed ||
     (context.phase === "body" && (connectionCode !== undefined || fetchFailed))
   ) {
-    return new ResponseDataLossError(`Response body${where} was cut short: ${reason}`, withCode);
+    return new ResponseDataLossError(
+      `Response body${where} was cut short: ${explain(error, code)}`,
+      withCode,
+    );
   }
   if (connectionCode !== undefined || fetchFailed) {
-    return new DownloadFailedError(`Download${where} failed: ${reason}`, withCode);
+    return new DownloadFailedError(`Download${where} failed: ${explain(error, code)}`, withCode);
   }
   return error;
 }

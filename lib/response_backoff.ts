@@ -6,6 +6,7 @@
  * @module
  */
 import { classifyDownloadError, errorMatches } from "./download_errors.ts";
+import { errorCause } from "./_error_cause.ts";
 import { type Outcome, outcomeStatus, type ResponseLike } from "./outcome.ts";
 import {
   announcedBudget,
@@ -129,7 +130,7 @@ export function defaultResponseBackoff(
       cause = `status ${status}`;
     } else if (classified !== undefined && errorMatches(classified, config.backoff.exceptions)) {
       trigger = true;
-      cause = classified instanceof Error ? classified.name : "error";
+      cause = errorCause(classified);
     }
     let entry: ScopeBackoff = cause === undefined ? { trigger } : { trigger, cause };
     if (trigger && headers !== undefined) {

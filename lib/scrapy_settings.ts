@@ -41,12 +41,23 @@ export interface ConvertedSettings {
 export interface FromScrapySettingsOptions {
   /**
    * More names to ignore quietly, e.g. the settings of Scrapy plugins
-   * (`ZYTE_API_KEY`). Any other name that is not Scrapy's is an error.
+   * (`ZYTE_API_KEY`). Other UPPER_CASE names that are neither politely's nor
+   * Scrapy's are ignored with one warning, unless they are a near-miss of a
+   * setting politely reads (`DOWNLOAD_DELAYY`): that is an error. A name
+   * listed here is never taken for a typo.
    * @default []
    */
   readonly ignore?: Iterable<string>;
   /** What is being created, for error messages. @default "throttler" */
   readonly what?: string;
+  /**
+   * Told each warning, in order, once the settings are valid; they are
+   * returned as `warnings` all the same. For the one-call form
+   * `createThrottler(fromScrapySettings(dict, { onWarning }))`, which passes
+   * on only the settings.
+   * @default nothing is told
+   */
+  readonly onWarning?: (warning: ScrapySettingsWarning) => void;
 }
 
 /** A Scrapy setting that maps onto one of ours, possibly scaled (seconds to ms). */
@@ -342,6 +353,35 @@ const KNOWN_SCRAPY_NAMES: readonly string[] = [
   ...IGNORED_SCRAPY_SETTINGS,
 ];
 
+/**
+ * The names an unknown UPPER_CASE name is checked against for a typo: the
+ * settings that change what politely does, or that get a hint. A name within
+ * {@link NEAR_MISS_EDITS} of one is an error; anything further is taken for
+ * another Scrapy plugin's setting and ignored with a warning, since a plugin's
+ * name that merely resembles one of Scrapy's (`DOWNLOAD_DELAY_RANDOM`,
+ * `RETRY_TIMES_PROXY`) must not stop a crawl.
+ */
+const NEAR_MISS_CANDIDATES: readonly string[] = [
+  ...Object.keys(DIRECT),
+  ...SPECIAL,
+  ...Object.keys(IGNORED_WITH_HINT),
+];
+
+/** A typo of a setting we read is one or two edits away (`DOWNLOAD_DELAYY`, `DOWNLOADER_DELAY`). */
+const NEAR_MISS_EDITS = 2;
+
+/**
+ * Settings of well-known Scrapy plugins that are near-misses of ours, so they
+ * are ignored like any other plugin's: scrapy-useragents reads `USER_AGENTS`.
+ */
+const PLUGIN_NEAR_MISSES: ReadonlySet<string> = new Set(["USER_AGENTS"]);
+
+/** How Scrapy's settings (and its plugins') are named; camelCase names are ours. */
+const SCRAPY_NAME = /^[A-Z][A-Z0-9_]*$/;
+
+/** The valid names are listed after an unknown one only when they are few enough to read. */
+const MAX_LISTED_NAMES = 10;
+
 /** Where one of our values came from in the Scrapy dict. */
 interface Origin {
   readonly ours: Path;
@@ -396,9 +436,10 @@ function errorName(matcher: unknown): unknown {
 
 function unknownKey(shown: string, key: string, valid: readonly string[]): string {
   const suggestion = closestName(key, valid);
-  return suggestion === undefined
+  if (suggestion !== undefined) return `Unknown setting '${shown}' (did you mean '${suggestion}'?)`;
+  return valid.length <= MAX_LISTED_NAMES
     ? `Unknown setting '${shown}' (valid here: ${valid.join(", ")})`
-    : `Unknown setting '${shown}' (did you mean '${suggestion}'?)`;
+    : `Unknown setting '${shown}'`;
 }
 
 /**
@@ -502,6 +543,7 @@ function convert(
   const quietlyIgnored = new Set(options.ignore ?? []);
   const errors: string[] = [];
   const ignored: string[] = [];
+  const unknown: string[] = [];
   const set = (name: string, path: readonly string[], value: unknown, scale = 1) => {
     draft.origins.push({ ours: path, theirs: [name], scale });
     setAt(draft.out, path, scaled(value, scale));
@@ -520,7 +562,20 @@ function convert(
           settings: [name],
           message: `Ignored ${name}: ${IGNORED_WITH_HINT[name]}`,
         });
-      } else errors.push(unknownKey(name, name, KNOWN_SCRAPY_NAMES));
+      } else if (!SCRAPY_NAME.test(name)) {
+        const suggestion = closestName(name, KNOWN_SCRAPY_NAMES);
+        errors.push(
+          suggestion === undefined
+            ? `Unknown setting '${name}' (Scrapy's settings are UPPER_CASE)`
+            : `Unknown setting '${name}' (did you mean '${suggestion}'?)`,
+        );
+      } else {
+        const typo = PLUGIN_NEAR_MISSES.has(name)
+          ? undefined
+          : closestName(name, NEAR_MISS_CANDIDATES, NEAR_MISS_EDITS);
+        if (typo === undefined) unknown.push(name);
+        else errors.push(`Unknown setting '${name}' (did you mean '${typo}'?)`);
+      }
       continue;
     }
     if (AUTOTHROTTLE_REPLACEMENTS[name] !== undefined) {
@@ -607,6 +662,16 @@ function convert(
   }
 
   if (errors.length > 0) throw new TypeError(errors.join("; "));
+  if (unknown.length > 0) {
+    // Names only: a plugin's settings hold keys and passwords (ZYTE_API_KEY).
+    draft.warnings.unshift({
+      code: "ignored",
+      settings: unknown,
+      message: `Ignored settings that neither politely nor Scrapy knows (a Scrapy plugin's?): ${
+        unknown.join(", ")
+      }`,
+    });
+  }
   if (ignored.length > 0) {
     draft.warnings.unshift({
       code: "ignored",
@@ -674,16 +739,22 @@ function validate(
  *
  * `AUTOTHROTTLE_*` settings still work, each with a deprecation warning naming
  * its replacement. Scrapy settings that politely has no use for
- * (`ITEM_PIPELINES`, `LOG_LEVEL`) are reported once, as ignored. Python's
- * `None` means "not set". Exception import paths become error names
- * (`"builtins.IOError"` → `"IOError"`).
+ * (`ITEM_PIPELINES`, `LOG_LEVEL`) are reported once, as ignored, and so are
+ * UPPER_CASE names that neither politely nor Scrapy knows (a plugin's, such
+ * as `ZYTE_API_KEY`), in a warning of their own. Python's `None` means "not
+ * set". Exception import paths become error names (`"builtins.IOError"` →
+ * `"IOError"`).
+ *
+ * What it returns can be given to `createThrottler` as it is:
+ * `createThrottler(fromScrapySettings(dict))`.
  *
  * @param dict The Scrapy settings.
- * @param options Names to ignore quietly, and what is being created.
+ * @param options Names to ignore quietly, what is being created, a warning callback.
  * @returns politely's settings and the warnings.
- * @throws {TypeError} on a name that is neither ours nor Scrapy's (with the
- * closest valid name), or a value of the wrong type; messages use the Scrapy
- * name and unit.
+ * @throws {TypeError} on a near-miss of a setting politely reads
+ * (`DOWNLOAD_DELAYY`, with the name it was meant to be), a name that is not
+ * UPPER_CASE, or a value of the wrong type; messages use the Scrapy name and
+ * unit.
  * @throws {RangeError} on a value out of range, e.g.
  * `Cannot create throttler as 'DOWNLOAD_DELAY' must be >= 0: current value is -1`.
  * @example A Scrapy settings.py, as a dict
@@ -711,10 +782,17 @@ export function fromScrapySettings(
   }
   const draft = convert(dict, options);
   const settings = validate(draft.out, locator(dict, draft.origins), options.what ?? "throttler");
-  return { settings, warnings: draft.warnings };
+  return converted(settings, draft.warnings, options);
 }
 
-const SCRAPY_NAME = /^[A-Z][A-Z0-9_]*$/;
+function converted(
+  settings: ThrottlerSettingsInput,
+  warnings: readonly ScrapySettingsWarning[],
+  options: FromScrapySettingsOptions,
+): ConvertedSettings {
+  if (options.onWarning !== undefined) { for (const w of warnings) options.onWarning(w); }
+  return { settings, warnings };
+}
 
 /** Plain objects merge key by key; anything else (arrays, functions) replaces. */
 function deepMerge(
@@ -780,7 +858,7 @@ export function loadSettings(
     return undefined;
   };
   const settings = validate(merged, locate, what);
-  return { settings, warnings: draft.warnings };
+  return converted(settings, draft.warnings, options);
 }
 
 /** Settings whose value is text: `--set USER_AGENT=1.0` means the string "1.0". */

@@ -44,6 +44,7 @@ import {
   type ThrottlerSettings,
   type ThrottlerSettingsInput,
 } from "./settings.ts";
+import type { ConvertedSettings } from "./scrapy_settings.ts";
 
 /** Options of a throttler besides its settings. */
 export interface ThrottlerOptions<R = unknown> {
@@ -1296,7 +1297,9 @@ function addIpScope(scopes: RequestScopes, ip: string): RequestScopes {
 /**
  * Create a throttler from settings (camelCase, ms), validated now.
  *
- * @param settings Settings; anything left out takes its default.
+ * @param settings Settings; anything left out takes its default. What
+ *   `fromScrapySettings` returns is taken as it is (its `settings` are used;
+ *   its `warnings` are the caller's to show, or pass `onWarning` to it).
  * @param options Scheduler, random source, scope function, scope manager.
  * @returns The throttler.
  * @throws {TypeError | RangeError} naming the setting that is wrong.
@@ -1306,10 +1309,37 @@ function addIpScope(scopes: RequestScopes, ip: string): RequestScopes {
  * const throttler = createThrottler({ concurrentRequestsPerDomain: 2, downloadDelayMs: 250 });
  * console.assert(throttler.settings.concurrentRequests === 16);
  * ```
+ * @example From a Scrapy settings dict
+ * ```ts
+ * import { createThrottler } from "./throttler.ts";
+ * import { fromScrapySettings } from "./scrapy_settings.ts";
+ * const throttler = createThrottler(
+ *   fromScrapySettings({ DOWNLOAD_DELAY: 0.25, ZYTE_API_KEY: "..." }, {
+ *     onWarning: (w) => console.warn(w.message),
+ *   }),
+ * );
+ * console.assert(throttler.settings.downloadDelayMs === 250);
+ * ```
  */
 export function createThrottler<R = unknown>(
-  settings: ThrottlerSettingsInput = {},
+  settings: ThrottlerSettingsInput | ConvertedSettings = {},
   options: ThrottlerOptions<R> = {},
 ): Throttler<R> {
-  return new Throttler<R>(parseSettings(settings), options);
+  return new Throttler<R>(
+    parseSettings(isConvertedSettings(settings) ? settings.settings : settings),
+    options,
+  );
+}
+
+/**
+ * Whether `settings` is what `fromScrapySettings` returns. Told apart by its
+ * shape: exactly `settings` and `warnings`, neither of them a setting's name,
+ * so no valid settings object is read differently.
+ */
+function isConvertedSettings(settings: unknown): settings is ConvertedSettings {
+  if (typeof settings !== "object" || settings === null) return false;
+  const keys = Object.keys(settings);
+  const { settings: inner, warnings } = settings as Partial<ConvertedSettings>;
+  return keys.length === 2 && typeof inner === "object" && inner !== null &&
+    Array.isArray(warnings);
 }

@@ -14,6 +14,7 @@ import { defaultResponseBackoff, type ResponseBackoff } from "../lib/response_ba
 import type { ErrorMatcher } from "../lib/settings.ts";
 import type { Throttler } from "../lib/throttler.ts";
 import { resubmitOf } from "../lib/_resubmit.ts";
+import { errorCause } from "../lib/_error_cause.ts";
 
 /** When and how often failed attempts are sent again. */
 export interface RetryOptions {
@@ -188,7 +189,6 @@ export function backoffOn<R, T>(
 }
 
 function describeError(outcome: Outcome<unknown, unknown>): string {
-  if (outcome.kind !== "error") return "retry";
-  const e = outcome.error;
-  return e instanceof Error ? e.name : String(e);
+  // Classified as backoff reads it, so a retry and its backoff name one cause.
+  return outcome.kind === "error" ? errorCause(classifyDownloadError(outcome.error)) : "retry";
 }

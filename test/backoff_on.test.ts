@@ -3,8 +3,9 @@
  * Observables on a `TestScheduler`, every send recorded at its exact frame.
  */
 import { describe, expect, it } from "vitest";
-import { from, Observable, timer } from "rxjs";
+import { from, mergeMap, Observable, throwError, timer } from "rxjs";
 import { TestScheduler } from "rxjs/testing";
+import { DownloadFailedError } from "../lib/download_errors.ts";
 import type { ThrottleEvent } from "../lib/events.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import type { RequestObject } from "../lib/request.ts";
@@ -288,6 +289,44 @@ describe("backoffOn()", () => {
     );
     p.run();
     expect(p.throttler.state("cost")?.quota).toMatchObject({ limit: 100, used: 25 });
+  });
+
+  it("backoffOn() names a failed download's code in the cause of its backoff and its retry", () => {
+    const scheduler = new TestScheduler((a, b) => expect(a).toEqual(b));
+    scheduler.maxFrames = Number.POSITIVE_INFINITY;
+    const throttler = createThrottler<string>({ jitter: 0, adaptive: false }, { scheduler });
+    const events: ThrottleEvent[] = [];
+    throttler.events$.subscribe((e) => events.push(e));
+    const refused = () =>
+      timer(10, scheduler).pipe(
+        mergeMap(() =>
+          throwError(() => new DownloadFailedError("refused", { code: "ECONNREFUSED" }))
+        ),
+      );
+    const plain = () => timer(10, scheduler).pipe(mergeMap(() => throwError(() => new Error("x"))));
+    from(["http://a.test/"]).pipe(
+      throttleByScope(throttler, refused),
+      backoffOn(throttler, { retry: { times: 1 } }),
+    ).subscribe();
+    from(["http://b.test/"]).pipe(
+      throttleByScope(throttler, plain),
+      backoffOn(throttler, { retry: { times: 1, exceptions: [Error] } }),
+    ).subscribe();
+    scheduler.flush();
+    const causes = (type: "backoff" | "retry", scope: string) =>
+      events.flatMap((e) =>
+        e.type === "backoff" && type === "backoff" && e.scope === scope
+          ? [e.cause]
+          : e.type === "retry" && type === "retry" && e.scopes.includes(scope)
+          ? [e.cause]
+          : []
+      );
+    expect(causes("backoff", "a.test")).toEqual([
+      "DownloadFailedError ECONNREFUSED",
+      "DownloadFailedError ECONNREFUSED",
+    ]);
+    expect(causes("retry", "a.test")).toEqual(["DownloadFailedError ECONNREFUSED"]);
+    expect(causes("retry", "b.test")).toEqual(["Error"]);
   });
 
   it("backoffOn() throws a RangeError naming retry.times for a bad value", () => {

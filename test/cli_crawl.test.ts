@@ -1,8 +1,18 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type RecordingServer, startRecordingServer } from "./_helpers/loopback_server.ts";
 import { politely, readLines, tempDir } from "./_helpers/politely_cli.ts";
+
+/** A loopback port with nothing listening on it. */
+async function closedPort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
 
 let server: RecordingServer | undefined;
 
@@ -246,6 +256,39 @@ describe("politely crawl", () => {
     30_000,
   );
 
+  it(
+    "politely crawl names a connection error's cause in --output and in the log, not only 'fetch failed'",
+    async () => {
+      const dir = tempDir();
+      const refused = `http://127.0.0.1:${await closedPort()}/`;
+      const unknownHost = "http://politely-test.invalid/";
+      const run = await politely([
+        "crawl",
+        "-",
+        "--set",
+        "RETRY_ENABLED=False",
+        "--output",
+        join(dir, "out.jsonl"),
+        "--plain",
+      ], { stdin: `${refused}\n${unknownHost}\n` });
+      expect(run.code).toBe(0);
+      const errors = Object.fromEntries(
+        readLines(join(dir, "out.jsonl")).map((l) => [l.url, l.error]),
+      );
+      expect(errors[refused]).toMatch(
+        /^DownloadFailedError: Download of \S+ failed: .*ECONNREFUSED/,
+      );
+      // A resolver that cannot be reached says EAI_AGAIN.
+      expect(errors[unknownHost]).toMatch(
+        /^DownloadFailedError: Download of \S+ failed: .*(ENOTFOUND|EAI_AGAIN)/,
+      );
+      expect(JSON.stringify(errors)).not.toContain("fetch failed");
+      expect(run.stdout).toMatch(/backoff: DownloadFailedError ECONNREFUSED,/);
+      expect(run.stdout).toMatch(/backoff: DownloadFailedError (ENOTFOUND|EAI_AGAIN),/);
+    },
+    30_000,
+  );
+
   it("politely crawl --events writes the throttling events as JSON Lines", async () => {
     const s = await okServer();
     const dir = tempDir();
@@ -275,6 +318,36 @@ describe("politely crawl", () => {
     30_000,
   );
 
+  it(
+    "politely crawl runs a Scrapy settings file with plugin settings, saying once which it ignored",
+    async () => {
+      const s = await okServer();
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "settings.json"),
+        JSON.stringify({
+          BOT_NAME: "books",
+          ITEM_PIPELINES: { "books.pipelines.Save": 300 },
+          SPIDER_MIDDLEWARES: { "scrapy_poet.RetryMiddleware": 275 },
+          ZYTE_API_KEY: "secret-key",
+          ZYTE_API_TRANSPARENT_MODE: true,
+          DOWNLOAD_DELAY: 0,
+        }),
+      );
+      const run = await politely(
+        ["crawl", "-", "--settings", join(dir, "settings.json"), "--quiet"],
+        { stdin: `${s.origin}/a\n` },
+      );
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain("politely: 1 request ended");
+      expect(run.stderr.trim().split("\n")).toEqual([
+        "politely: warning: Ignored Scrapy settings that politely has no use for: BOT_NAME, ITEM_PIPELINES, SPIDER_MIDDLEWARES",
+        "politely: warning: Ignored settings that neither politely nor Scrapy knows (a Scrapy plugin's?): ZYTE_API_KEY, ZYTE_API_TRANSPARENT_MODE",
+      ]);
+    },
+    30_000,
+  );
+
   it("politely crawl exits 2 with one line for a negative delay in a settings file", async () => {
     const dir = tempDir();
     writeFileSync(join(dir, "s.json"), JSON.stringify({ DOWNLOAD_DELAY: -1 }));
@@ -292,6 +365,39 @@ describe("politely crawl", () => {
     expect(missing.stderr.trim()).toBe(
       `politely: Cannot read input '${join(dir, "nope.txt")}': no such file or directory`,
     );
+  }, 30_000);
+
+  it(
+    "politely --help, -h, crawl --help and demo -h print usage on stdout and exit 0",
+    async () => {
+      const runs = await Promise.all([
+        politely(["--help"]),
+        politely(["-h"]),
+        politely(["crawl", "--help"]),
+        politely(["demo", "-h"]),
+      ]);
+      for (const run of runs) {
+        expect(run.code).toBe(0);
+        expect(run.stderr).toBe("");
+      }
+      const [overview, short, crawl, demo] = runs.map((r) => r.stdout);
+      expect(overview).toContain("Options of crawl:");
+      expect(overview).toContain("Options of demo:");
+      expect(short).toBe(overview);
+      expect(crawl).toMatch(/^Usage: politely crawl \[FILE\|-\] \[options\]\n/);
+      expect(crawl).toContain("--jobdir DIR");
+      expect(crawl).not.toContain("--duration");
+      expect(demo).toMatch(/^Usage: politely demo \[options\]\n/);
+      expect(demo).toContain("--duration SECONDS");
+      expect(demo).not.toContain("--jobdir");
+    },
+    60_000,
+  );
+
+  it("politely crawl exits 2 naming the flag a misspelled one was meant to be", async () => {
+    const run = await politely(["crawl", "-", "--outptu", "out.jsonl"]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe("politely: unknown option --outptu (did you mean --output?)\n");
   }, 30_000);
 
   it(

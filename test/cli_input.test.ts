@@ -124,7 +124,92 @@ describe("parseCliArgs()", () => {
   });
 });
 
+/** The error `fn` throws, or a failure when it throws none. */
+function errorOf(fn: () => unknown): Error {
+  try {
+    fn();
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error("expected an error");
+}
+
+describe("parseCliArgs() help and mistakes", () => {
+  it("parseCliArgs() reads --help and -h after a command, and help COMMAND, as that command's help", () => {
+    expect(parseCliArgs(["--help"])).toEqual({ command: "help" });
+    expect(parseCliArgs(["-h"])).toEqual({ command: "help" });
+    expect(parseCliArgs(["help"])).toEqual({ command: "help" });
+    expect(parseCliArgs(["crawl", "--help"])).toEqual({ command: "help", topic: "crawl" });
+    expect(parseCliArgs(["crawl", "urls.txt", "-h"])).toEqual({ command: "help", topic: "crawl" });
+    expect(parseCliArgs(["demo", "--help"])).toEqual({ command: "help", topic: "demo" });
+    expect(parseCliArgs(["help", "crawl"])).toEqual({ command: "help", topic: "crawl" });
+    expect(parseCliArgs(["help", "demo"])).toEqual({ command: "help", topic: "demo" });
+  });
+
+  it("parseCliArgs() gives the help even beside a mistake", () => {
+    expect(parseCliArgs(["crawl", "--outptu", "x", "--help"])).toEqual({
+      command: "help",
+      topic: "crawl",
+    });
+  });
+
+  it("parseCliArgs() names the option a misspelled one was meant to be", () => {
+    const cases: readonly (readonly [string[], string])[] = [
+      [["crawl", "--outptu", "out.jsonl"], "unknown option --outptu (did you mean --output?)"],
+      [["crawl", "--outptu=out.jsonl"], "unknown option --outptu (did you mean --output?)"],
+      [["crawl", "--jobdri", "job"], "unknown option --jobdri (did you mean --jobdir?)"],
+      [
+        ["crawl", "--redis-prefx", "p:"],
+        "unknown option --redis-prefx (did you mean --redis-prefix?)",
+      ],
+      [["demo", "--duraton", "3"], "unknown option --duraton (did you mean --duration?)"],
+    ];
+    for (const [argv, message] of cases) {
+      const error = errorOf(() => parseCliArgs(argv)) as UsageError;
+      expect(error).toBeInstanceOf(UsageError);
+      expect(error.message).toBe(message);
+      expect(error.seeAlso).toBeUndefined();
+    }
+  });
+
+  it("parseCliArgs() points an option with no likely meaning to the command's help", () => {
+    for (
+      const [argv, message] of [[["crawl", "--nope"], "unknown option --nope"], [
+        ["crawl", "-x"],
+        "unknown option -x",
+      ]] as const
+    ) {
+      const error = errorOf(() => parseCliArgs(argv)) as UsageError;
+      expect(error.message).toBe(message);
+      expect(error.seeAlso).toBe("politely crawl --help");
+    }
+  });
+
+  it("parseCliArgs() names the command a misspelled one was meant to be", () => {
+    const meant = errorOf(() => parseCliArgs(["crwal"])) as UsageError;
+    expect(meant.message).toBe("Unknown command 'crwal' (did you mean 'crawl'?)");
+    expect(meant.seeAlso).toBeUndefined();
+    const unknown = errorOf(() => parseCliArgs(["help", "zzz"])) as UsageError;
+    expect(unknown.message).toBe(
+      "Unknown command 'zzz': expected 'crawl', 'demo', 'simulate' or 'help'",
+    );
+    expect(unknown.seeAlso).toBe("politely help");
+  });
+});
+
 describe("resolveCliSettings()", () => {
+  it("resolveCliSettings() ignores another Scrapy plugin's setting with a warning and still rejects a near-miss", () => {
+    const { settings, warnings } = resolveCliSettings(undefined, [
+      ["ZYTE_API_KEY", "secret"],
+      ["DOWNLOAD_DELAY", "0.5"],
+    ]);
+    expect(settings).toEqual({ downloadDelayMs: 500 });
+    expect(warnings.map((w) => w.settings)).toEqual([["ZYTE_API_KEY"]]);
+    expect(() => resolveCliSettings(undefined, [["DOWNLOAD_DELAYY", "1"]])).toThrow(
+      "Unknown setting 'DOWNLOAD_DELAYY' (did you mean 'DOWNLOAD_DELAY'?)",
+    );
+  });
+
   it("resolveCliSettings() applies --set over Scrapy names and dotted camelCase paths", () => {
     const { settings } = resolveCliSettings(undefined, [
       ["DOWNLOAD_DELAY", "0.5"],

@@ -15,6 +15,7 @@ import {
 import { DEFAULT_BACKOFF_EXCEPTIONS } from "../lib/settings.ts";
 
 const isDeno = "Deno" in globalThis;
+const isBun = "Bun" in globalThis;
 
 /** What `fetch(...)` (and reading the body) throws, or a failure when it does not throw. */
 async function thrownBy(run: () => Promise<unknown>): Promise<unknown> {
@@ -102,7 +103,49 @@ describe("classifyDownloadError() with real failures", () => {
     expect((e as DownloadFailedError).cause).toBe(thrown);
     expect((e as DownloadFailedError).url).toBe(url);
     expect((e as DownloadFailedError).message).toContain(url);
-    if (!isDeno) expect((e as DownloadFailedError).code).toBe("ECONNREFUSED");
+  });
+
+  it("classifyDownloadError() names ECONNREFUSED in the code and the message on every runtime", async () => {
+    const url = `http://127.0.0.1:${await closedPort()}/`;
+    const e = classifyDownloadError(await thrownBy(() => fetch(url)), { url });
+    expect((e as DownloadFailedError).code).toBe("ECONNREFUSED");
+    expect((e as DownloadFailedError).message).toMatch(
+      new RegExp(`^Download of ${url} failed: .*ECONNREFUSED`),
+    );
+    expect((e as DownloadFailedError).message).not.toContain("fetch failed");
+  });
+
+  it("classifyDownloadError() names a failed DNS lookup in the code and the message on every runtime", async () => {
+    // `.invalid` never resolves (RFC 2606); a resolver that cannot be reached says EAI_AGAIN.
+    const url = "http://politely-test.invalid/";
+    const e = classifyDownloadError(await thrownBy(() => fetch(url)), { url });
+    expect(e).toBeInstanceOf(DownloadFailedError);
+    const code = (e as DownloadFailedError).code;
+    expect(["ENOTFOUND", "EAI_AGAIN"]).toContain(code);
+    expect((e as DownloadFailedError).message).toContain(code);
+    expect((e as DownloadFailedError).message).not.toContain("fetch failed");
+  });
+
+  it("classifyDownloadError() names an answer whose headers are over the client's limit", async () => {
+    // 16 MiB: over the limit of each runtime (undici 16 KiB, Deno about 1 MiB, Bun 16 MiB).
+    const big = http.createServer((_req, res) => {
+      res.writeHead(200, { "x-big": "a".repeat(16 * 1024 * 1024) });
+      res.end("x");
+    });
+    await new Promise<void>((resolve) => big.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(big.address() as AddressInfo).port}/`;
+    try {
+      const e = classifyDownloadError(await thrownBy(() => fetch(url)), { url });
+      expect(e).toBeInstanceOf(DownloadFailedError);
+      const { code, message } = e as DownloadFailedError;
+      expect(message).not.toMatch(/failed: (TypeError: )?fetch failed$/);
+      if (isDeno) expect(message).toContain("message head is too large");
+      else expect(code).toBe(isBun ? "ResponseHeadersTooLarge" : "UND_ERR_HEADERS_OVERFLOW");
+      if (code !== undefined) expect(message).toContain(code);
+    } finally {
+      big.closeAllConnections();
+      await new Promise((resolve) => big.close(resolve));
+    }
   });
 
   it("classifyDownloadError() reads a socket closed before the response as DownloadFailedError", async () => {
@@ -161,11 +204,32 @@ describe("classifyDownloadError() with the shapes each runtime throws", () => {
     }
   });
 
-  it("classifyDownloadError() reads undici's fetch failed with an unknown cause as DownloadFailedError", () => {
+  it("classifyDownloadError() reads undici's fetch failed with an unknown cause as DownloadFailedError, naming its code", () => {
     const tls = undici("certificate has expired", "CERT_HAS_EXPIRED");
-    const e = classifyDownloadError(tls);
+    const e = classifyDownloadError(tls, { url: "https://a.test/" });
     expect(e).toBeInstanceOf(DownloadFailedError);
-    expect((e as DownloadFailedError).code).toBeUndefined();
+    expect((e as DownloadFailedError).code).toBe("CERT_HAS_EXPIRED");
+    expect((e as DownloadFailedError).message).toBe(
+      "Download of https://a.test/ failed: CERT_HAS_EXPIRED: certificate has expired",
+    );
+  });
+
+  it("classifyDownloadError() describes a fetch failed that has no cause as before", () => {
+    expect((classifyDownloadError(new TypeError("fetch failed")) as Error).message).toBe(
+      "Download failed: TypeError: fetch failed",
+    );
+  });
+
+  it("classifyDownloadError() puts the cause's words in the message, the code first when they lack it", () => {
+    const refused = undici("connect ECONNREFUSED 127.0.0.1:8080", "ECONNREFUSED");
+    expect((classifyDownloadError(refused, { url: "http://127.0.0.1:8080/" }) as Error).message)
+      .toBe("Download of http://127.0.0.1:8080/ failed: connect ECONNREFUSED 127.0.0.1:8080");
+    const terminated = new TypeError("terminated", {
+      cause: Object.assign(new Error("other side closed"), { code: "UND_ERR_SOCKET" }),
+    });
+    expect((classifyDownloadError(terminated) as Error).message).toBe(
+      "Response body was cut short: UND_ERR_SOCKET: other side closed",
+    );
   });
 
   it("classifyDownloadError() finds the code inside a happy-eyeballs AggregateError", () => {
@@ -222,6 +286,7 @@ describe("classifyDownloadError() with the shapes each runtime throws", () => {
       ),
     });
     expect(classifyDownloadError(refused)).toBeInstanceOf(DownloadFailedError);
+    expect((classifyDownloadError(refused) as DownloadFailedError).code).toBe("ECONNREFUSED");
     expect(classifyDownloadError(new TypeError("error reading a body from connection")))
       .toBeInstanceOf(ResponseDataLossError);
     expect(classifyDownloadError(new TypeError("Invalid URL: 'x'"), { input: "x" }))
@@ -237,6 +302,41 @@ describe("classifyDownloadError() with the shapes each runtime throws", () => {
     expect((e as InvalidRequestError).input).toBe("::");
     const refused = Object.assign(new Error("Unable to connect"), { code: "ConnectionRefused" });
     expect(classifyDownloadError(refused)).toBeInstanceOf(DownloadFailedError);
+  });
+
+  it("classifyDownloadError() reads Deno's words for the cause as the code Node gives, dropping its repeated URL", () => {
+    const deno = (words: string) =>
+      new TypeError("fetch failed", {
+        cause: new Error(`error sending request for url (http://a.test/): ${words}`),
+      });
+    const cases: readonly (readonly [string, string])[] = [
+      [
+        "client error (Connect): tcp connect error: Connection refused (os error 111)",
+        "ECONNREFUSED",
+      ],
+      [
+        "client error (Connect): dns error: failed to lookup address information: Name or service not known",
+        "ENOTFOUND",
+      ],
+      [
+        "client error (Connect): dns error: failed to lookup address information: Temporary failure in name resolution",
+        "EAI_AGAIN",
+      ],
+      ["client error (SendRequest): connection reset by peer", "ECONNRESET"],
+    ];
+    for (const [words, code] of cases) {
+      const e = classifyDownloadError(deno(words), {
+        url: "http://a.test/",
+      }) as DownloadFailedError;
+      expect(e, words).toBeInstanceOf(DownloadFailedError);
+      expect(e.code).toBe(code);
+      expect(e.message).toBe(`Download of http://a.test/ failed: ${code}: ${words}`);
+    }
+  });
+
+  it("classifyDownloadError() does not take an unknown error for a failed download by its words", () => {
+    const e = new Error("No route to host in the proxy table");
+    expect(classifyDownloadError(e)).toBe(e);
   });
 
   it("classifyDownloadError() returns unknown errors and non-errors unchanged", () => {

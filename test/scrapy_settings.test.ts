@@ -233,6 +233,72 @@ describe("fromScrapySettings() warnings", () => {
     });
   });
 
+  it("fromScrapySettings() ignores the settings of other Scrapy plugins with one warning that names them, not their values", () => {
+    const { settings, warnings } = fromScrapySettings({
+      BOT_NAME: "books",
+      ITEM_PIPELINES: { "books.pipelines.Save": 300 },
+      SPIDER_MIDDLEWARES: { "scrapy_poet.RetryMiddleware": 275 },
+      ZYTE_API_KEY: "secret-key",
+      ZYTE_API_TRANSPARENT_MODE: true,
+      PLAYWRIGHT_BROWSER_TYPE: "chromium",
+      DOWNLOAD_DELAY: 1,
+    });
+    expect(settings).toEqual({ downloadDelayMs: 1000 });
+    expect(warnings).toEqual([
+      {
+        code: "ignored",
+        settings: ["BOT_NAME", "ITEM_PIPELINES", "SPIDER_MIDDLEWARES"],
+        message:
+          "Ignored Scrapy settings that politely has no use for: BOT_NAME, ITEM_PIPELINES, SPIDER_MIDDLEWARES",
+      },
+      {
+        code: "ignored",
+        settings: ["ZYTE_API_KEY", "ZYTE_API_TRANSPARENT_MODE", "PLAYWRIGHT_BROWSER_TYPE"],
+        message:
+          "Ignored settings that neither politely nor Scrapy knows (a Scrapy plugin's?): ZYTE_API_KEY, ZYTE_API_TRANSPARENT_MODE, PLAYWRIGHT_BROWSER_TYPE",
+      },
+    ]);
+    expect(JSON.stringify(warnings)).not.toContain("secret-key");
+  });
+
+  it("fromScrapySettings() does not take a plugin's setting that resembles one of ours for a typo", () => {
+    // Real plugin settings: scrapy-useragents, scrapy-random-useragent,
+    // scrapy-redis, and two a project might define for its own middleware.
+    const plugins = [
+      "USER_AGENTS",
+      "USER_AGENT_LIST",
+      "SCHEDULER_PERSIST",
+      "SCHEDULER_QUEUE_CLASS",
+      "DUPEFILTER_KEY",
+      "REDIS_URL",
+      "DOWNLOAD_DELAY_RANDOM",
+      "RETRY_TIMES_PROXY",
+    ];
+    const { warnings } = fromScrapySettings(Object.fromEntries(plugins.map((n) => [n, 1])));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]?.settings).toEqual(plugins);
+  });
+
+  it("fromScrapySettings() calls onWarning with each warning, and still returns them", () => {
+    const told: string[] = [];
+    const { warnings } = fromScrapySettings(
+      { LOG_LEVEL: "INFO", ZYTE_API_KEY: "k", AUTOTHROTTLE_ENABLED: true },
+      { onWarning: (w) => told.push(w.message) },
+    );
+    expect(told).toEqual(warnings.map((w) => w.message));
+    expect(told).toHaveLength(3);
+  });
+
+  it("fromScrapySettings() calls onWarning for nothing when the settings are invalid", () => {
+    const told: unknown[] = [];
+    expect(() =>
+      fromScrapySettings({ LOG_LEVEL: "INFO", DOWNLOAD_DELAY: -1 }, {
+        onWarning: (w) => told.push(w),
+      })
+    ).toThrow(RangeError);
+    expect(told).toEqual([]);
+  });
+
   it("fromScrapySettings() keeps AUTOTHROTTLE_* working, each with a deprecation warning naming its replacement", () => {
     const { settings, warnings } = fromScrapySettings({
       AUTOTHROTTLE_ENABLED: true,
@@ -322,6 +388,37 @@ describe("fromScrapySettings() errors", () => {
     expect(error).toBeInstanceOf(TypeError);
     expect(error.message).toBe(
       "Unknown setting 'DOWNLOAD_DELAYS' (did you mean 'DOWNLOAD_DELAY'?)",
+    );
+  });
+
+  it("fromScrapySettings() rejects a near-miss of a setting it reads, even among plugin settings", () => {
+    const cases: readonly (readonly [string, string])[] = [
+      ["DOWNLOAD_DELAYY", "DOWNLOAD_DELAY"],
+      ["DOWNLOADER_DELAY", "DOWNLOAD_DELAY"],
+      ["CONCURRENT_REQUESTS_PER_DOMIAN", "CONCURRENT_REQUESTS_PER_DOMAIN"],
+      ["AUTOTHROTLE_ENABLED", "AUTOTHROTTLE_ENABLED"],
+      ["THROTTLING_SCOPE", "THROTTLING_SCOPES"],
+      ["RETRY_HTTP_CODE", "RETRY_HTTP_CODES"],
+    ];
+    for (const [typo, meant] of cases) {
+      const error = errorOf(() => fromScrapySettings({ ZYTE_API_KEY: "k", [typo]: 1 }));
+      expect(error, typo).toBeInstanceOf(TypeError);
+      expect(error.message).toBe(`Unknown setting '${typo}' (did you mean '${meant}'?)`);
+    }
+  });
+
+  it("fromScrapySettings() takes a name it is told to ignore for no typo", () => {
+    expect(fromScrapySettings({ DOWNLOAD_DELAYY: 1 }, { ignore: ["DOWNLOAD_DELAYY"] })).toEqual({
+      settings: {},
+      warnings: [],
+    });
+  });
+
+  it("fromScrapySettings() never lists every valid name in an error", () => {
+    const error = errorOf(() => fromScrapySettings({ somethingElse: 1 }));
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.message).toBe(
+      "Unknown setting 'somethingElse' (Scrapy's settings are UPPER_CASE)",
     );
   });
 
@@ -473,6 +570,32 @@ describe("loadSettings()", () => {
     expect(errorOf(() => loadSettings({ LOG_LEVEL: "INFO", userAgnet: "x" })).message).toBe(
       "Unknown setting 'userAgnet' (did you mean 'userAgent'?)",
     );
+  });
+
+  it("loadSettings() ignores a plugin's setting with a warning and still rejects a camelCase typo beside it", () => {
+    expect(loadSettings({ ZYTE_API_KEY: "k", downloadDelayMs: 5 })).toEqual({
+      settings: { downloadDelayMs: 5 },
+      warnings: [{
+        code: "ignored",
+        settings: ["ZYTE_API_KEY"],
+        message:
+          "Ignored settings that neither politely nor Scrapy knows (a Scrapy plugin's?): ZYTE_API_KEY",
+      }],
+    });
+    const error = errorOf(() => loadSettings({ ZYTE_API_KEY: "k", downloadDelayMss: 5 }));
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.message).toBe(
+      "Unknown setting 'downloadDelayMss' (did you mean 'downloadDelayMs'?)",
+    );
+    expect(errorOf(() => loadSettings({ concurrentRequestz: 2 })).message).toBe(
+      "Unknown setting 'concurrentRequestz' (did you mean 'concurrentRequests'?)",
+    );
+  });
+
+  it("loadSettings() calls onWarning as fromScrapySettings() does", () => {
+    const told: string[] = [];
+    loadSettings({ LOG_LEVEL: "INFO" }, { onWarning: (w) => told.push(w.message) });
+    expect(told).toEqual(["Ignored Scrapy settings that politely has no use for: LOG_LEVEL"]);
   });
 
   it("loadSettings() passes on the converter's warnings", () => {

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { ThrottleEvent } from "../lib/events.ts";
 import { fixedWindowManager } from "../lib/fixed_window_manager.ts";
 import { InvalidScopesError } from "../lib/scopes.ts";
+import { fromScrapySettings } from "../lib/scrapy_settings.ts";
 import type { ThrottlerSettingsInput } from "../lib/settings.ts";
 import { createThrottler, type ThrottlerOptions } from "../lib/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
@@ -64,6 +65,22 @@ describe("createThrottler()", () => {
     expect(() => createThrottler({ scopes: { a: { jitter: 2 } } })).toThrow(
       /scopes\.a\.jitter|jitter/,
     );
+  });
+
+  it("createThrottler() takes what fromScrapySettings() returns as it is", () => {
+    const converted = fromScrapySettings({
+      DOWNLOAD_DELAY: 0.25,
+      CONCURRENT_REQUESTS_PER_DOMAIN: 2,
+      ZYTE_API_KEY: "k",
+    });
+    const throttler = createThrottler(converted);
+    expect(throttler.settings.downloadDelayMs).toBe(250);
+    expect(throttler.settings.concurrentRequestsPerDomain).toBe(2);
+  });
+
+  it("createThrottler() still rejects an object with settings, warnings and anything else", () => {
+    expect(() => createThrottler({ settings: {}, warnings: [], downloadDelayMs: 1 } as never))
+      .toThrow(/Unknown setting 'settings'/);
   });
 
   it("Throttler.scopeConfig() gives host:port the configuration of its host unless that exact key is configured", () => {

@@ -5,11 +5,30 @@
  * @module
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { closestName } from "../_closest_name.ts";
 import { parseSimulateArgs, type SimulateArgs } from "./simulate_command.ts";
 
 /** A mistake on the command line; the message is the one line the user sees. */
 export class UsageError extends Error {
   override readonly name = "UsageError";
+  /**
+   * The command that tells more (`politely crawl --help`), said after the
+   * message; `undefined` when the message already says what to type (a
+   * did-you-mean).
+   */
+  readonly seeAlso: string | undefined;
+
+  /**
+   * @param message The one line.
+   * @param options The command that tells more, `undefined` for none. @default { seeAlso: "politely help" }
+   */
+  constructor(
+    message: string,
+    options: { readonly seeAlso: string | undefined } = { seeAlso: "politely help" },
+  ) {
+    super(message);
+    this.seeAlso = options.seeAlso;
+  }
 }
 
 /** `politely crawl [FILE|-] [options]`. */
@@ -70,9 +89,14 @@ export interface DemoArgs {
   readonly plain: boolean;
 }
 
-/** `politely help`, `--help`, `-h`, or no command. */
+/** The commands that have their own help. */
+export type HelpTopic = "crawl" | "demo";
+
+/** `politely help [COMMAND]`, `--help`, `-h` (after a command too), or no command. */
 export interface HelpArgs {
   readonly command: "help";
+  /** The command asked about (`politely crawl --help`); the overview when absent. */
+  readonly topic?: HelpTopic;
 }
 
 /** `politely --version`. */
@@ -83,18 +107,9 @@ export interface VersionArgs {
 /** What the command line asked for. */
 export type CliArgs = CrawlArgs | DemoArgs | SimulateArgs | HelpArgs | VersionArgs;
 
-/** The help text. */
-export const USAGE = `politely: crawl politely, as fast as each site allows and no faster.
-
-Usage:
-  politely crawl [FILE|-] [options]   crawl the URLs in FILE (or stdin): one URL per line,
-                                      or one JSON object per line {url, priority, meta}
-  politely demo [--duration SECONDS]  crawl five simulated rate-limited sites on loopback
-  politely simulate --site SPEC ...   predict a crawl in virtual time (see docs/SIMULATE.md)
-  politely help                       this text
-
-Options of crawl:
-  --settings FILE    settings as JSON (Scrapy's UPPER_CASE names or politely's camelCase)
+// The option lines are written once, for the overview and each command's help.
+const CRAWL_OPTIONS =
+  `  --settings FILE    settings as JSON (Scrapy's UPPER_CASE names or politely's camelCase)
   --set NAME=VALUE   one setting, repeatable (like Scrapy's -s), e.g. --set DOWNLOAD_DELAY=0.5
   --jobdir DIR       keep pending requests in DIR, so a stopped crawl resumes
   --output FILE      one JSON line per request: url, status or error, attempts, scopes, sentAt,
@@ -112,17 +127,58 @@ Options of crawl:
   --redis URL        share scope limits and backoff with other crawls through Redis,
                      e.g. --redis redis://127.0.0.1:6379 (needs: npm install redis)
   --redis-prefix P   key prefix of the shared limits (default politely:); crawls with the
-                     same URL and prefix share
+                     same URL and prefix share`;
 
-Options of demo:
-  --duration SECONDS how long to crawl (default 45)
-  --output FILE, --events FILE, --plain as for crawl
+const DEMO_OPTIONS = `  --duration SECONDS how long to crawl (default 45)
+  --output FILE, --events FILE, --plain as for crawl`;
 
-Exit status: 0 when every request ended (failed requests are outcomes too), 2 for bad
+const EXIT_STATUS =
+  `Exit status: 0 when every request ended (failed requests are outcomes too), 2 for bad
 arguments, settings, input or output, 3 when some requests could not be sent (robots.txt or
 Redis unreachable: --jobdir keeps them), 130/143/129 when stopped cleanly by SIGINT (Ctrl-C),
 SIGTERM or SIGHUP, 141 when stdout's reader went away.
 See docs/CLI.md.`;
+
+/** The help text: `politely help`, `politely --help`. */
+export const USAGE = `politely: crawl politely, as fast as each site allows and no faster.
+
+Usage:
+  politely crawl [FILE|-] [options]   crawl the URLs in FILE (or stdin): one URL per line,
+                                      or one JSON object per line {url, priority, meta}
+  politely demo [--duration SECONDS]  crawl five simulated rate-limited sites on loopback
+  politely simulate --site SPEC ...   predict a crawl in virtual time (see docs/SIMULATE.md)
+  politely help [COMMAND]             this text, or only COMMAND's (also: COMMAND --help)
+
+Options of crawl:
+${CRAWL_OPTIONS}
+
+Options of demo:
+${DEMO_OPTIONS}
+
+${EXIT_STATUS}`;
+
+/** The help of one command: `politely crawl --help`, `politely help demo`. */
+export const COMMAND_USAGE: Readonly<Record<HelpTopic, string>> = {
+  crawl: `Usage: politely crawl [FILE|-] [options]
+
+Crawl the URLs in FILE, or stdin when FILE is - or left out: one URL per line, or one JSON
+object per line {url, priority, meta}. Blank lines and lines starting with # are skipped.
+
+Options:
+${CRAWL_OPTIONS}
+  -h, --help         this text
+
+${EXIT_STATUS}`,
+  demo: `Usage: politely demo [options]
+
+Crawl five simulated rate-limited sites on loopback and show how politely finds each limit.
+
+Options:
+${DEMO_OPTIONS}
+  -h, --help         this text
+
+See docs/CLI.md.`,
+};
 
 const DEFAULT_DEMO_SECONDS = 45;
 
@@ -141,19 +197,67 @@ const DEFAULT_DEMO_SECONDS = 45;
  */
 export function parseCliArgs(argv: readonly string[]): CliArgs {
   const [command, ...rest] = argv;
-  if (command === undefined || command === "help" || command === "--help" || command === "-h") {
-    return { command: "help" };
-  }
+  if (command === undefined || command === "--help" || command === "-h") return { command: "help" };
+  if (command === "help") return parseHelp(rest);
   if (command === "--version" || command === "-V") return { command: "version" };
   if (command === "crawl") return parseCrawl(rest);
   if (command === "demo") return parseDemo(rest);
   if (command === "simulate") return parseSimulateArgs(rest);
-  throw new UsageError(
-    `Unknown command '${command}': expected 'crawl', 'demo', 'simulate' or 'help'`,
-  );
+  throw unknownCommand(command);
 }
 
-function parse<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+const COMMANDS = ["crawl", "demo", "simulate", "help"] as const;
+
+function unknownCommand(command: string): UsageError {
+  const meant = closestName(command, COMMANDS);
+  return meant === undefined
+    ? new UsageError(
+      `Unknown command '${command}': expected 'crawl', 'demo', 'simulate' or 'help'`,
+    )
+    : new UsageError(`Unknown command '${command}' (did you mean '${meant}'?)`, {
+      seeAlso: undefined,
+    });
+}
+
+function parseHelp(argv: readonly string[]): HelpArgs {
+  const [topic, ...extra] = argv;
+  if (topic === undefined || topic === "help") return { command: "help" };
+  if (extra.length > 0) {
+    throw new UsageError(`help takes one command: current value is ${argv.join(" ")}`);
+  }
+  if (topic === "crawl" || topic === "demo") return { command: "help", topic };
+  throw unknownCommand(topic);
+}
+
+/**
+ * Parse one command's arguments. `--help` wins over every mistake beside it
+ * (a user adds it to a command line that failed), and an unknown option is
+ * named with the one it was probably meant to be.
+ */
+function parse<T extends ParseArgsConfig>(
+  command: HelpTopic,
+  config: T,
+): ReturnType<typeof parseArgs<T>> | HelpArgs {
+  // parseArgs' own reading of the words, without its checks: data to look at,
+  // where its error would have to be taken apart as text.
+  const { tokens } = parseArgs({ ...config, strict: false, allowPositionals: true, tokens: true });
+  const options = config.options ?? {};
+  const asked = (tokens ?? []).flatMap((t) => t.kind === "option" ? [t] : []);
+  if (asked.some((t) => t.name === "help")) return { command: "help", topic: command };
+  const unknown = asked.find((t) => !Object.hasOwn(options, t.name));
+  if (unknown !== undefined) {
+    // A single letter is within two edits of every short name: no guess for -x.
+    const meant = unknown.rawName.startsWith("--")
+      ? closestName(unknown.name, Object.keys(options))
+      : undefined;
+    throw meant === undefined
+      ? new UsageError(`unknown option ${unknown.rawName}`, {
+        seeAlso: `politely ${command} --help`,
+      })
+      : new UsageError(`unknown option ${unknown.rawName} (did you mean --${meant}?)`, {
+        seeAlso: undefined,
+      });
+  }
   try {
     return parseArgs(config);
   } catch (error) {
@@ -161,7 +265,7 @@ function parse<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArg
     const message = error instanceof Error
       ? error.message.split(". To ")[0]!.split("\n")[0]!
       : String(error);
-    throw new UsageError(message);
+    throw new UsageError(message, { seeAlso: `politely ${command} --help` });
   }
 }
 
@@ -173,7 +277,7 @@ const COMMON = {
 } as const;
 
 function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
-  const { values, positionals } = parse({
+  const parsed = parse("crawl", {
     args: [...argv],
     allowPositionals: true,
     strict: true,
@@ -192,7 +296,8 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
       "allow-domain": { type: "string", multiple: true },
     },
   });
-  if (values.help === true) return { command: "help" };
+  if ("command" in parsed) return parsed;
+  const { values, positionals } = parsed;
   if (positionals.length > 1) {
     throw new UsageError(
       `crawl takes one input (a file or -): current value is ${positionals.join(" ")}`,
@@ -288,13 +393,14 @@ function parseRedis(url: string | undefined, prefix: string | undefined): RedisA
 }
 
 function parseDemo(argv: readonly string[]): DemoArgs | HelpArgs {
-  const { values } = parse({
+  const parsed = parse("demo", {
     args: [...argv],
     allowPositionals: false,
     strict: true,
     options: { ...COMMON, duration: { type: "string" } },
   });
-  if (values.help === true) return { command: "help" };
+  if ("command" in parsed) return parsed;
+  const { values } = parsed;
   let durationSec = DEFAULT_DEMO_SECONDS;
   if (values.duration !== undefined) {
     durationSec = Number(values.duration);

@@ -1,5 +1,5 @@
 /**
- * The `politely` command: `crawl`, `demo`, `help`. This file is the entry
+ * The `politely` command: `crawl`, `demo`, `help [COMMAND]`. This file is the entry
  * point (`node --import tsx lib/cli/main.ts`, `deno run -A lib/cli/main.ts`,
  * `bun lib/cli/main.ts`, or the npm `bin`); it parses the arguments,
  * dispatches, and exits with the code the command chose.
@@ -21,7 +21,14 @@ import { JOB_DIR_LOG } from "../job_dir.ts";
 import type { RequestObject } from "../request.ts";
 import { asyncScheduler } from "rxjs";
 import { startDemoSites } from "../demo/sites.ts";
-import { type CrawlArgs, type DemoArgs, parseCliArgs, USAGE, UsageError } from "./args.ts";
+import {
+  COMMAND_USAGE,
+  type CrawlArgs,
+  type DemoArgs,
+  parseCliArgs,
+  USAGE,
+  UsageError,
+} from "./args.ts";
 import { resolveCliSettings, SettingsError } from "./cli_settings.ts";
 import { isWriteError, runCrawl, type ViewMode } from "./crawl.ts";
 import {
@@ -380,12 +387,16 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   try {
     args = parseCliArgs(argv);
   } catch (error) {
-    if (error instanceof UsageError) return fail(`${error.message} (see 'politely help')`);
+    if (error instanceof UsageError) {
+      return fail(
+        error.seeAlso === undefined ? error.message : `${error.message} (see '${error.seeAlso}')`,
+      );
+    }
     throw error;
   }
   switch (args.command) {
     case "help":
-      say(USAGE);
+      say(args.topic === undefined ? USAGE : COMMAND_USAGE[args.topic]);
       return EXIT_OK;
     case "version":
       say(VERSION);
