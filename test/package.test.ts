@@ -76,6 +76,8 @@ interface PackedFile {
 }
 
 interface PackResult {
+  readonly name: string;
+  readonly version: string;
   readonly filename: string;
   readonly files: readonly PackedFile[];
 }
@@ -95,23 +97,32 @@ function readJson(path: string): Record<string, unknown> {
   return JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
 }
 
+/** An installed package that the consumer needs. */
+interface DependencyDir {
+  readonly name: string;
+  readonly version: string;
+  readonly dir: string;
+  /** The package whose own node_modules holds this one (a second version of a hoisted name). */
+  readonly nestedIn?: string;
+}
+
 /**
- * The directories of `names` and of everything they depend on, as installed in
- * this repository (a package's own node_modules first, then the hoisted one).
+ * `names` and everything they depend on, as installed in this repository (a
+ * package's own node_modules first, then the hoisted one).
  */
-function dependencyClosure(names: readonly string[]): string[] {
-  const found = new Map<string, string>();
-  const visit = (name: string, from: string): void => {
-    if (found.has(name)) return;
+function dependencyClosure(names: readonly string[]): DependencyDir[] {
+  const found = new Map<string, DependencyDir>();
+  const visit = (name: string, from: string, fromName: string | undefined): void => {
     const nested = join(from, "node_modules", name);
-    const dir = existsSync(join(nested, "package.json"))
-      ? nested
-      : join(ROOT, "node_modules", name);
-    found.set(name, dir);
-    const deps = readJson(join(dir, "package.json"))["dependencies"] ?? {};
-    for (const dep of Object.keys(deps)) visit(dep, dir);
+    const isNested = fromName !== undefined && existsSync(join(nested, "package.json"));
+    const dir = isNested ? nested : join(ROOT, "node_modules", name);
+    if (found.has(dir)) return;
+    const manifest = readJson(join(dir, "package.json"));
+    const version = String(manifest["version"]);
+    found.set(dir, isNested ? { name, version, dir, nestedIn: fromName } : { name, version, dir });
+    for (const dep of Object.keys(manifest["dependencies"] ?? {})) visit(dep, dir, name);
   };
-  for (const name of names) visit(name, ROOT);
+  for (const name of names) visit(name, ROOT, undefined);
   return [...found.values()];
 }
 
@@ -147,16 +158,36 @@ async function installTarball(): Promise<Installed> {
   const depPacks = JSON.parse(
     await ok(
       NPM,
-      ["pack", "--json", "--ignore-scripts", "--pack-destination", packs, ...deps],
+      [
+        "pack",
+        "--json",
+        "--ignore-scripts",
+        "--pack-destination",
+        packs,
+        ...deps.map((d) => d.dir),
+      ],
       tmp,
     ),
   ) as PackResult[];
+  // Hoisted packages are installed as the consumer's own dependencies; a
+  // second version nested under the package that needs it (warcio's tempy and
+  // crypto-random-string want two majors of type-fest) is given to that
+  // package through npm's overrides, since npm --offline cannot fetch it.
+  const hoisted: string[] = [];
+  const overrides: Record<string, Record<string, string>> = {};
+  for (const dep of deps) {
+    const pack = depPacks.find((p) => p.name === dep.name && p.version === dep.version);
+    if (pack === undefined) throw new Error(`npm pack made no tarball of ${dep.dir}`);
+    const tarball = join(packs, pack.filename);
+    if (dep.nestedIn === undefined) hoisted.push(tarball);
+    else (overrides[dep.nestedIn] ??= {})[dep.name] = `file:${tarball}`;
+  }
 
   const project = join(tmp, "project");
   mkdirSync(project);
   writeFileSync(
     join(project, "package.json"),
-    JSON.stringify({ name: "consumer", private: true, type: "module" }),
+    JSON.stringify({ name: "consumer", private: true, type: "module", overrides }),
   );
   await ok(NPM, [
     "install",
@@ -166,7 +197,7 @@ async function installTarball(): Promise<Installed> {
     "--cache",
     join(tmp, "npm-cache"),
     join(packs, tarball.filename),
-    ...depPacks.map((p) => join(packs, p.filename)),
+    ...hoisted,
   ], project);
   writeFileSync(join(project, "consumer.mjs"), CONSUMER);
   return {
@@ -292,13 +323,16 @@ describe("the npm package", () => {
 
   it("a strict TypeScript project type-checks against the installed declarations", async () => {
     const { project } = await installed();
-    // @types/node, as a Node project would have it (the package's declarations name node: types).
+    // @types/node, as a Node project would have it (the package's declarations
+    // name node: types). warcio's @types/stream-buffers may have brought it.
     mkdirSync(join(project, "node_modules", "@types"), { recursive: true });
-    symlinkSync(
-      join(ROOT, "node_modules", "@types", "node"),
-      join(project, "node_modules", "@types", "node"),
-      "dir",
-    );
+    if (!existsSync(join(project, "node_modules", "@types", "node"))) {
+      symlinkSync(
+        join(ROOT, "node_modules", "@types", "node"),
+        join(project, "node_modules", "@types", "node"),
+        "dir",
+      );
+    }
     writeFileSync(
       join(project, "tsconfig.json"),
       JSON.stringify({
