@@ -24,6 +24,12 @@ export interface FetchedResponse {
   readonly body: string;
   /** Body size in bytes (counted even when the body is not kept). */
   readonly bytes: number;
+  /** The body's bytes, with `keepBytes` (for an archive: `--warc`). */
+  readonly raw?: Uint8Array;
+  /** The reason phrase (`""` over HTTP/2), with `keepBytes`. */
+  readonly statusText?: string;
+  /** The method and headers this download set on the request, with `keepBytes`. */
+  readonly sent?: { readonly method: string; readonly headers: Readonly<Record<string, string>> };
 }
 
 /** A body that went past `warnSizeBytes` (Scrapy's `DOWNLOAD_WARNSIZE`). */
@@ -67,6 +73,12 @@ export interface FetchDownloadOptions {
   readonly onSizeWarning?: (warning: DownloadSizeWarning) => void;
   /** The fetch to use. @default globalThis.fetch */
   readonly fetch?: typeof fetch;
+  /**
+   * Keep the body's bytes (`raw`), the reason phrase and what was sent, for
+   * an archive (`--warc`). The text (`readBody`) is then decoded from them.
+   * @default false
+   */
+  readonly keepBytes?: boolean;
 }
 
 /**
@@ -104,6 +116,7 @@ export function createFetchDownload(
   const onSizeWarning = options.onSizeWarning;
   const userAgent = options.userAgent ?? "politely/0.1";
   const readBody = options.readBody ?? true;
+  const keepBytes = options.keepBytes ?? false;
   const doFetch = options.fetch ?? globalThis.fetch;
 
   return async (request, context) => {
@@ -134,9 +147,11 @@ export function createFetchDownload(
         warned = true;
         warn(announced, true);
       }
-      // Text is decoded chunk by chunk, so bytes and text are never both held whole.
+      // Text is decoded chunk by chunk, so bytes and text are never both held
+      // whole (unless the bytes are kept too).
       const decoder = readBody ? new TextDecoder() : undefined;
       const parts: string[] = [];
+      const chunks: Uint8Array[] | undefined = keepBytes ? [] : undefined;
       let bytes = 0;
       const reader = response.body?.getReader();
       if (reader !== undefined) {
@@ -153,15 +168,31 @@ export function createFetchDownload(
             warn(bytes, false);
           }
           if (decoder !== undefined) parts.push(decoder.decode(value, { stream: true }));
+          chunks?.push(value);
         }
       }
       if (decoder !== undefined) parts.push(decoder.decode());
-      return {
+      const fetched: FetchedResponse = {
         url: response.url || url,
         status: response.status,
         headers: response.headers,
         body: parts.join(""),
         bytes,
+      };
+      if (chunks === undefined) return fetched;
+      const raw = new Uint8Array(bytes);
+      let at = 0;
+      for (const c of chunks) {
+        raw.set(c, at);
+        at += c.byteLength;
+      }
+      const sent: Record<string, string> = {};
+      new Headers(init.headers).forEach((v, k) => (sent[k] = v));
+      return {
+        ...fetched,
+        raw,
+        statusText: response.statusText,
+        sent: { method: init.method ?? "GET", headers: sent },
       };
     } catch (error) {
       throw classifyDownloadError(error, { url, input: request, timeoutMs, signal, phase });

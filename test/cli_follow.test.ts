@@ -1,4 +1,5 @@
 import { readFileSync, writeFileSync } from "node:fs";
+import { WARCParser } from "warcio";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type RecordingServer, startRecordingServer } from "./_helpers/loopback_server.ts";
@@ -257,5 +258,102 @@ describe("politely crawl --output across runs", () => {
     const all = readLines(out).map((r) => r.url);
     expect([...all].sort()).toEqual([...urls].sort());
     expect(new Set(all).size).toBe(all.length);
+  });
+});
+
+/** (type, target URI, HTTP status) of each record of a WARC file. */
+async function warcRecords(path: string): Promise<[string, string, number | null][]> {
+  const parser = new WARCParser([new Uint8Array(readFileSync(path))], { parseHttp: true });
+  const out: [string, string, number | null][] = [];
+  for await (const record of parser) {
+    await record.readFully(false);
+    const status = record.httpHeaders?.statusCode;
+    out.push([
+      record.warcType ?? "",
+      record.warcTargetURI ?? "",
+      status === undefined ? null : Number(status),
+    ]);
+  }
+  return out;
+}
+
+describe("politely crawl --warc", () => {
+  it("politely crawl --warc FILE.gz archives a request and a response record per page, readable by warcio", async () => {
+    const s = await linkedSite((origin) => ({
+      "/": `<a href="/a">a</a><a href="/moved">m</a>`,
+      "/a": `<p>a</p>`,
+      "/moved": { redirect: `${origin}/b` },
+      "/b": `<p>b</p>`,
+    }));
+    const dir = tempDir();
+    const warc = join(dir, "crawl.warc.gz");
+    const run = await politely(
+      ["crawl", "-", "--follow", "--quiet", "--warc", warc, "--set", "ROBOTSTXT_OBEY=false"],
+      { stdin: `${s.origin}/\n` },
+    );
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    const records = await warcRecords(warc);
+    expect(records[0]![0]).toBe("warcinfo");
+    const responses = records.filter((r) => r[0] === "response");
+    // The final URL after a redirect is the archived one.
+    expect(responses.map((r) => r[1]).sort()).toEqual(
+      ["/", "/a", "/b"].map((p) => `${s.origin}${p}`).sort(),
+    );
+    expect(responses.every((r) => r[2] === 200)).toBe(true);
+    expect(records.filter((r) => r[0] === "request").length).toBe(3);
+  });
+
+  it("politely crawl --warc resumed after SIGKILL appends: every finished page archived once", async () => {
+    let hang = true;
+    const held: import("node:http").ServerResponse[] = [];
+    const s = await startRecordingServer((req, res) => {
+      const n = Number(req.url?.slice(1));
+      if (hang && n > 3) {
+        held.push(res);
+        return;
+      }
+      res.writeHead(200, { "content-type": "text/plain", connection: "close" });
+      res.end(`page ${n}`);
+    });
+    servers.push(s);
+    const dir = tempDir();
+    const urls = Array.from({ length: 6 }, (_, i) => `${s.origin}/${i + 1}`);
+    writeFileSync(join(dir, "urls.txt"), urls.join("\n"));
+    const warc = join(dir, "crawl.warc");
+    const args = [
+      "crawl",
+      join(dir, "urls.txt"),
+      "--jobdir",
+      join(dir, "job"),
+      "--warc",
+      warc,
+      "--set",
+      "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+      "--set",
+      "ROBOTSTXT_OBEY=false",
+      "--quiet",
+    ];
+    const first = await politely(args, { interruptWhen: () => held.length > 0, signal: "SIGKILL" });
+    expect(first.code).toBe(null);
+    hang = false;
+    for (const res of held) res.destroy();
+    const second = await politely(args);
+    expect(second.stderr).toBe("");
+    expect(second.code).toBe(0);
+    const records = await warcRecords(warc);
+    expect(records.filter((r) => r[0] === "warcinfo")).toHaveLength(1);
+    expect(records.filter((r) => r[0] === "response").map((r) => r[1]).sort()).toEqual(
+      [...urls].sort(),
+    );
+  });
+
+  it("politely crawl refuses an existing --warc without --overwrite or a crawl to resume", async () => {
+    const dir = tempDir();
+    const warc = join(dir, "old.warc");
+    writeFileSync(warc, "WARC/1.1\r\n");
+    const run = await politely(["crawl", "-", "--quiet", "--warc", warc], { stdin: "" });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain(`--warc '${warc}' already exists: pass --overwrite`);
   });
 });

@@ -56,6 +56,8 @@ export interface CrawlArgs {
   readonly overwrite: boolean;
   /** `--follow` and its limits: extract links from HTML pages and crawl them. */
   readonly follow: FollowArgs | undefined;
+  /** `--warc FILE`: WARC request and response records of every final response (gzip when FILE ends in .gz). */
+  readonly warc: string | undefined;
 }
 
 /** Link following (`--follow`, `--max-depth`, `--max-pages`, `--allow-domain`). */
@@ -116,7 +118,9 @@ const CRAWL_OPTIONS =
                      latencyMs, finalUrl, contentType, bytes, headers; with --jobdir a resumed
                      crawl appends (one line per request across stops and kills)
   --events FILE      one JSON line per throttling event
-  --overwrite        replace an existing --output/--events (refused otherwise)
+  --overwrite        replace an existing --output/--events/--warc (refused otherwise)
+  --warc FILE        WARC 1.1 request and response records of every response (gzip per
+                     record when FILE ends in .gz); with --jobdir a resumed crawl appends
   --follow           follow links of HTML pages (<a href>, <link rel=next>, <base>; not
                      rel=nofollow or meta robots nofollow) on the start URLs' domains
   --max-depth N      with --follow: at most N links away from a start URL
@@ -290,6 +294,7 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
       redis: { type: "string" },
       "redis-prefix": { type: "string" },
       overwrite: { type: "boolean" },
+      warc: { type: "string" },
       follow: { type: "boolean" },
       "max-depth": { type: "string" },
       "max-pages": { type: "string" },
@@ -320,6 +325,7 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
     quiet: values.quiet === true,
     redis: parseRedis(values.redis, values["redis-prefix"]),
     overwrite: values.overwrite === true,
+    warc: nonEmpty("--warc", values.warc),
     follow: parseFollow(
       values.follow === true,
       values["max-depth"],

@@ -37,6 +37,7 @@ import { CrawlStats } from "./crawl_stats.ts";
 import type { InputLine, InputLineError } from "./input.ts";
 import { type JsonLinesFile, JsonLinesWriteError } from "./json_lines_file.ts";
 import { JobDirWriteError } from "../job_dir.ts";
+import { WarcWriteError, type WarcWriter } from "../warc_writer.ts";
 import {
   type LiveScopeRow,
   type LiveViewState,
@@ -84,6 +85,12 @@ export interface CrawlOptions {
   readonly download?: DownloadFn<RequestObject, FetchedResponse>;
   /** Requests a response leads to (link following), enqueued before the response is marked done. */
   readonly follow?: (outcome: Outcome<RequestObject, FetchedResponse>) => Iterable<RequestObject>;
+  /**
+   * Archive every final response in this WARC file (`--warc`): its request
+   * and response records are on disk before the request is marked done in
+   * the job directory. The writer is the caller's to close.
+   */
+  readonly warc?: WarcWriter | undefined;
   /** Told of each request of the input as it is read (link following learns the start domains). */
   readonly onStart?: (request: RequestObject) => void;
   /**
@@ -325,6 +332,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         warnSizeBytes: settings.download.warnSizeBytes,
         // The outcome lines hold no body: keep it only for link following.
         readBody: options.follow !== undefined,
+        keepBytes: options.warc !== undefined,
         onSizeWarning: (w) =>
           throttler.emit({
             type: "warning",
@@ -481,14 +489,34 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
     };
 
     const follow = options.follow;
+    const warc = options.warc;
     const alreadyWritten = options.alreadyWritten;
+    // Runs before the request is marked done: the archive's records first,
+    // then the links (enqueued before the page is done).
+    const discover = warc === undefined
+      ? follow
+      : async (o: Outcome<RequestObject, FetchedResponse>) => {
+        if (o.kind === "response" && o.response.raw !== undefined) {
+          await warc.write({
+            url: o.response.url,
+            method: o.response.sent?.method ?? "GET",
+            requestHeaders: o.response.sent?.headers ?? {},
+            status: o.response.status,
+            ...(o.response.statusText ? { statusText: o.response.statusText } : {}),
+            responseHeaders: o.response.headers,
+            body: o.response.raw,
+            date: new Date(Number.isFinite(o.sentAt) ? o.sentAt : Date.now()),
+          });
+        }
+        return follow?.(o);
+      };
     pipeline.add(
       crawl({
         throttler,
         queue,
         download,
-        ...(follow !== undefined
-          ? { discover: (o: Outcome<RequestObject, FetchedResponse>) => follow(o) }
+        ...(discover !== undefined
+          ? { discover: (o: Outcome<RequestObject, FetchedResponse>) => discover(o) }
           : {}),
       }).pipe(
         // Subscribed before the crawl, so the first request already ramps.
@@ -542,7 +570,8 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
  * command line's exit 2, as for a file that cannot be opened.
  */
 export function isWriteError(error: unknown): boolean {
-  return error instanceof JsonLinesWriteError || error instanceof JobDirWriteError;
+  return error instanceof JsonLinesWriteError || error instanceof JobDirWriteError ||
+    error instanceof WarcWriteError;
 }
 
 /** A write error as its own one-line message (it names the file); anything else with its name. */

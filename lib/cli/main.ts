@@ -15,7 +15,8 @@
  */
 import { firstLine } from "./_first_line.ts";
 import process from "node:process";
-import { statSync } from "node:fs";
+import { rmSync, statSync } from "node:fs";
+import { openWarcWriter, type WarcWriter } from "../warc_writer.ts";
 import { join } from "node:path";
 import { JOB_DIR_LOG } from "../job_dir.ts";
 import type { RequestObject } from "../request.ts";
@@ -200,7 +201,13 @@ function hasContent(path: string): boolean {
 function outputMode(args: CrawlArgs): "truncate" | "append" {
   if (args.jobDir !== undefined && hasContent(join(args.jobDir, JOB_DIR_LOG))) return "append";
   if (args.overwrite) return "truncate";
-  for (const [flag, path] of [["--output", args.output], ["--events", args.events]] as const) {
+  for (
+    const [flag, path] of [
+      ["--output", args.output],
+      ["--events", args.events],
+      ["--warc", args.warc],
+    ] as const
+  ) {
     if (path !== undefined && hasContent(path)) {
       throw new Error(
         `${flag} '${path}' already exists: pass --overwrite to replace it` +
@@ -232,17 +239,43 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       throw error;
     }
   }
+  // Decided before any file is opened (the WARC writer creates its file).
+  let mode: "truncate" | "append";
+  try {
+    mode = outputMode(args);
+  } catch (error) {
+    await redis?.close();
+    return fail(firstLine(error));
+  }
+  let warc: WarcWriter | undefined;
+  if (args.warc !== undefined) {
+    try {
+      // Before the input is opened (its lines start flowing once it is), and
+      // after the check that refuses an existing file with no crawl to
+      // resume. Appends (a torn last record cut first); replaced only with
+      // --overwrite.
+      if (
+        args.overwrite && !(args.jobDir !== undefined && hasContent(join(args.jobDir, JOB_DIR_LOG)))
+      ) {
+        rmSync(args.warc, { force: true });
+      }
+      warc = await openWarcWriter(args.warc);
+    } catch (error) {
+      await redis?.close();
+      return fail(firstLine(error));
+    }
+  }
   let lines: AsyncIterable<string>;
   let files: [JsonLinesFile | undefined, JsonLinesFile | undefined];
   let alreadyWritten: Map<string, number> | undefined;
   try {
-    const mode = outputMode(args);
     if (mode === "append" && args.output !== undefined) {
       alreadyWritten = recentOutputUrls(args.output);
     }
     lines = await openInput(args.input);
     files = openFiles(args.output, args.events, mode);
   } catch (error) {
+    await warc?.close().catch(() => {});
     await redis?.close();
     return fail(error instanceof Error ? error.message : String(error));
   }
@@ -257,6 +290,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       output: files[0],
       events: files[1],
       ...(alreadyWritten !== undefined ? { alreadyWritten } : {}),
+      ...(warc !== undefined ? { warc } : {}),
       ...(follower !== undefined
         ? {
           follow: (o: Parameters<LinkFollower["follow"]>[0]) => follower.follow(o),
@@ -273,6 +307,12 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     });
     // Said on stderr by the crawl, in one line naming the file.
     if (isWriteError(result.error)) return EXIT_USAGE;
+    try {
+      await warc?.close();
+    } catch (error) {
+      process.stderr.write(`politely: ${firstLine(error)}\n`);
+      return EXIT_USAGE;
+    }
     const cause = result.stoppedBy === "signal" ? interrupt.cause() ?? "SIGINT" : undefined;
     say(formatSummary(result.stats, result.endedAt, {
       interrupted: cause !== undefined,
@@ -309,6 +349,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     return fail(firstLine(error));
   } finally {
     // Still listening for Ctrl-C: a second one quits at once if closing stalls.
+    await warc?.close().catch(() => {}); // a failure was reported above
     await redis?.close();
     interrupt.dispose();
   }
