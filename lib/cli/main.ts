@@ -32,6 +32,7 @@ import {
 } from "./demo.ts";
 import { type InputLine, openInput, parseInputLine } from "./input.ts";
 import { JsonLinesFile } from "./json_lines_file.ts";
+import { JobDirLock, JobDirLockedError } from "../job_dir_lock.ts";
 import { openRedisOption, type RedisOption, RedisOptionError } from "./redis_option.ts";
 import { formatSummary } from "./summary.ts";
 
@@ -189,10 +190,15 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
   }
   let lines: AsyncIterable<string>;
   let files: [JsonLinesFile | undefined, JsonLinesFile | undefined];
+  let lock: JobDirLock | undefined;
   try {
     lines = await openInput(args.input);
+    // Before the output files: a second crawl on a job directory in use
+    // must not truncate the first one's --output and --events.
+    lock = openJobDirLock(args.jobDir ?? settings.settings.queue?.jobDir);
     files = openFiles(args.output, args.events);
   } catch (error) {
+    lock?.release();
     await redis?.close();
     return fail(error instanceof Error ? error.message : String(error));
   }
@@ -202,7 +208,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       shared: redis?.scopes,
       settings: settings.settings,
       input: numbered(lines),
-      jobDir: args.jobDir,
+      jobDir: lock,
       output: files[0],
       events: files[1],
       view: viewMode(args.plain, args.quiet),
@@ -249,10 +255,34 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     files[1]?.close();
     return fail(firstLine(error));
   } finally {
+    // Released by the crawl's queue when it closed; this covers a crawl that
+    // never got as far as its queue.
+    lock?.release();
     // Still listening for Ctrl-C: a second one quits at once if closing stalls.
     await redis?.close();
     interrupt.dispose();
   }
+}
+
+/**
+ * The job directory's lock, taken before anything is written; a lock left by
+ * a process that is gone is taken over with a warning.
+ *
+ * @throws {Error} One line: the directory is in use (naming the holder's PID) or cannot be created.
+ */
+function openJobDirLock(dir: string | undefined): JobDirLock | undefined {
+  if (dir === undefined) return undefined;
+  let lock: JobDirLock;
+  try {
+    lock = JobDirLock.acquire(dir);
+  } catch (error) {
+    if (error instanceof JobDirLockedError) throw error;
+    throw new Error(`Cannot open job directory '${dir}': ${firstLine(error)}`);
+  }
+  if (lock.tookOver !== undefined) {
+    process.stderr.write(`politely: warning: ${lock.tookOver.message}\n`);
+  }
+  return lock;
 }
 
 async function demoCommand(args: DemoArgs): Promise<number> {
