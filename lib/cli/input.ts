@@ -12,6 +12,7 @@ import { open } from "node:fs/promises";
 import process from "node:process";
 import { createInterface } from "node:readline";
 import type { RequestMeta, RequestObject } from "../request.ts";
+import { own, setOwn } from "../_own.ts";
 
 /** A line of the input that is not a usable request. */
 export class InputLineError extends Error {
@@ -141,16 +142,20 @@ export function parseInputLine(text: string, line: number): InputLine {
   }
 }
 
-/** Scrapy's meta names (and ours) as politely's `RequestMeta`; a string is the reason it is not one. */
+/**
+ * Scrapy's meta names (and ours) as politely's `RequestMeta`; a string is the
+ * reason it is not one. Any other key is kept as it is, as data: `__proto__`,
+ * `constructor` and the like too (docs/DECISIONS.md).
+ */
 function convertMeta(meta: unknown): RequestMeta | string {
   if (typeof meta !== "object" || meta === null || Array.isArray(meta)) {
     return `'meta' must be an object: current value is ${short(JSON.stringify(meta))}`;
   }
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(meta)) {
-    const known = META_NAMES[key];
+    const known = own(META_NAMES, key);
     if (known === undefined) {
-      out[key] = value;
+      setOwn(out, key, value);
       continue;
     }
     if (known.name === "throttlingDelayMs") {
