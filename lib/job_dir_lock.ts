@@ -216,13 +216,13 @@ export class JobDirLock {
     if (this.#released) return;
     this.#released = true;
     held.delete(this.#record.token);
-    const found = readLock(this.path);
-    if (found?.record?.token !== this.#record.token) return;
+    // Left behind when it cannot be read or removed: its PID is this
+    // process's, which will be gone, so the next opener takes it over.
     try {
+      if (readLock(this.path)?.record?.token !== this.#record.token) return;
       rmSync(this.path, { force: true });
     } catch {
-      // Left behind: its PID is this process's, which will be gone, so the
-      // next opener takes it over.
+      // See above: a close never fails on its lock.
     }
   }
 }
