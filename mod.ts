@@ -29,6 +29,7 @@ export * from "./lib/fixed_window_manager.ts";
 export * from "./lib/request_queue.ts";
 export * from "./lib/request_fingerprint.ts";
 export * from "./lib/job_dir.ts";
+export * from "./lib/job_dir_lock.ts";
 export * from "./lib/crawl.ts";
 export * from "./lib/dns_cache.ts";
 export * from "./lib/robots_txt.ts";

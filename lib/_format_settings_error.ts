@@ -95,6 +95,8 @@ export function valueAt(root: unknown, path: Path): unknown {
   let node = root;
   for (const key of path) {
     if (node === null || (typeof node !== "object" && typeof node !== "function")) return undefined;
+    // Own properties only: the value at "constructor" is what the user wrote, or nothing.
+    if (!Object.hasOwn(node, key)) return undefined;
     node = (node as Record<PropertyKey, unknown>)[key];
   }
   return node;
@@ -111,6 +113,7 @@ interface Def {
   readonly items?: readonly z.core.$ZodType[];
   readonly options?: readonly z.core.$ZodType[];
   readonly in?: z.core.$ZodType;
+  readonly out?: z.core.$ZodType;
 }
 
 function defOf(schema: z.core.$ZodType): Def {
@@ -142,7 +145,10 @@ function expand(schema: z.core.$ZodType): z.core.$ZodType[] {
   const def = defOf(schema);
   if (def.type === "union" && def.options) return def.options.flatMap(expand);
   if (def.innerType) return expand(def.innerType);
-  if (def.type === "pipe" && def.in) return expand(def.in);
+  // A pipe's shape is its output's (`scopes` checks its keys, then is a record).
+  if (def.type === "pipe" && def.in) {
+    return [...expand(def.in), ...(def.out ? expand(def.out) : [])];
+  }
   return [schema];
 }
 

@@ -12,6 +12,7 @@ import {
   ResponseTooLargeError,
 } from "./download_errors.ts";
 import { requestUrl } from "./request.ts";
+import { hasCredentials, withoutCredentials } from "./_url_credentials.ts";
 import { DEFAULTS } from "./settings.ts";
 import type { DownloadContext } from "../operators/throttle_by_scope.ts";
 
@@ -89,6 +90,10 @@ export interface FetchDownloadOptions {
  * so memory never holds more than the limit (and nothing at all with
  * `readBody: false`).
  *
+ * A URL with credentials (`http://user:password@host/`) is refused with an
+ * `InvalidRequestError` whose message masks them (fetch refuses it too, with
+ * the password in its message); send them in an `Authorization` header.
+ *
  * @param options Timeout, User-Agent, body reading and size limits, fetch implementation.
  * @returns `(request, context) => Promise<FetchedResponse>`; rejects with
  *   `DownloadTimeoutError`, `DownloadFailedError`, `ResponseDataLossError`,
@@ -127,6 +132,15 @@ export function createFetchDownload(
         {
           input: request,
         },
+      );
+    }
+    const parsed = URL.canParse(url) ? new URL(url) : undefined;
+    if (parsed !== undefined && hasCredentials(parsed)) {
+      throw new InvalidRequestError(
+        `Cannot download a URL with credentials (user:password@), as they would be shown: current value is '${
+          withoutCredentials(parsed)
+        }'; send them in an Authorization header`,
+        { input: request, field: "url" },
       );
     }
     const signal = AbortSignal.any([context.signal, AbortSignal.timeout(timeoutMs)]);

@@ -10,8 +10,9 @@
  * @module
  */
 import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { fsCalls, fsErrorText, writeAll } from "./_fs.ts";
+import { JobDirLock } from "./job_dir_lock.ts";
 
 /** The log's file name inside the job directory. */
 export const JOB_DIR_LOG = "requests.log";
@@ -95,10 +96,19 @@ export interface JobDirOptions {
   readonly fsync?: "compaction" | "always";
   /** Buffered bytes (UTF-16 units) that trigger a write. @default 1_048_576 */
   readonly flushBytes?: number;
+  /**
+   * A lock already taken on this directory ({@link JobDirLock.acquire}), to
+   * hold it before other work; the job directory owns it from here and
+   * releases it at close, or at once when opening fails.
+   * @default a lock taken by `open`
+   */
+  readonly lock?: JobDirLock;
 }
 
 /**
- * An open job directory. Not safe for two processes at once.
+ * An open job directory. It holds the directory's lock ({@link JobDirLock})
+ * from open to close, so a second process (or a second queue of this one)
+ * cannot open it meanwhile.
  *
  * @example Resume a crawl
  * ```ts
@@ -110,6 +120,8 @@ export interface JobDirOptions {
 export class JobDir {
   /** The log file's path. */
   readonly path: string;
+  /** The directory's lock, held until {@link close}. */
+  readonly lock: JobDirLock;
   readonly #dir: string;
   readonly #fsyncAlways: boolean;
   readonly #flushBytes: number;
@@ -127,8 +139,9 @@ export class JobDir {
    */
   #failed: JobDirWriteError | undefined;
 
-  private constructor(dir: string, fd: number, options: JobDirOptions) {
+  private constructor(dir: string, fd: number, lock: JobDirLock, options: JobDirOptions) {
     this.#dir = dir;
+    this.lock = lock;
     this.path = join(dir, JOB_DIR_LOG);
     this.#fd = fd;
     this.#size = fsCalls.fstatSize(fd);
@@ -144,21 +157,35 @@ export class JobDir {
    * @param dir The job directory.
    * @param options Durability and batching.
    * @returns The open job directory and what it held.
+   * @throws {JobDirLockedError} When another process (or another open job
+   * directory of this one) holds the directory's lock; the message names its PID.
    * @throws {Error} When the directory cannot be created or the log not opened (from `node:fs`).
    */
   static open(
     dir: string,
     options: JobDirOptions = {},
   ): { jobDir: JobDir; recovered: JobDirRecovery } {
-    if (
-      options.fsync !== undefined && options.fsync !== "compaction" && options.fsync !== "always"
-    ) {
-      throw new RangeError(
-        `Cannot open job directory as 'fsync' must be "compaction" or "always": current value is ${
-          JSON.stringify(options.fsync)
-        }`,
-      );
+    const given = options.lock;
+    const bad = badOption(dir, options);
+    if (bad !== undefined) {
+      // The lock was handed over with the options: not left held by a failed open.
+      given?.release();
+      throw bad;
     }
+    const lock = given ?? JobDirLock.acquire(dir);
+    try {
+      return JobDir.#openLocked(dir, lock, options);
+    } catch (error) {
+      lock.release();
+      throw error;
+    }
+  }
+
+  static #openLocked(
+    dir: string,
+    lock: JobDirLock,
+    options: JobDirOptions,
+  ): { jobDir: JobDir; recovered: JobDirRecovery } {
     mkdirSync(dir, { recursive: true });
     const path = join(dir, JOB_DIR_LOG);
     // Left by a compaction that failed or crashed before its rename: never
@@ -166,7 +193,7 @@ export class JobDir {
     fsCalls.rmSync(path + ".tmp");
     const recovered = existsSync(path) ? readLog(path) : undefined;
     const fd = fsCalls.openSync(path, "a");
-    const jobDir = new JobDir(dir, fd, options);
+    const jobDir = new JobDir(dir, fd, lock, options);
     if (recovered === undefined) {
       jobDir.#append(["H", FORMAT_VERSION]);
       jobDir.flush();
@@ -303,8 +330,8 @@ export class JobDir {
   }
 
   /**
-   * Writes what is buffered, fsyncs and closes the log. The log is closed
-   * even when the last write fails.
+   * Writes what is buffered, fsyncs and closes the log, and releases the
+   * lock. The log is closed and the lock released even when the last write fails.
    *
    * @throws {JobDirWriteError} When what was buffered could not be written
    * (not again after an earlier failure, which was already thrown).
@@ -317,8 +344,12 @@ export class JobDir {
         fsCalls.fsyncSync(this.#fd);
       }
     } finally {
-      closeSync(this.#fd);
       this.#closed = true;
+      try {
+        closeSync(this.#fd);
+      } finally {
+        this.lock.release();
+      }
     }
   }
 
@@ -382,6 +413,27 @@ function parseHex8(text: string): number {
     v = v * 16 + d;
   }
   return v;
+}
+
+/** The first bad option of {@link JobDir.open}, as the error to throw. */
+function badOption(dir: string, options: JobDirOptions): Error | undefined {
+  const fsync = options.fsync;
+  if (fsync !== undefined && fsync !== "compaction" && fsync !== "always") {
+    return new RangeError(
+      `Cannot open job directory as 'fsync' must be "compaction" or "always": current value is ${
+        JSON.stringify(fsync)
+      }`,
+    );
+  }
+  const lock = options.lock;
+  if (lock !== undefined && (!lock.held || resolve(lock.dir) !== resolve(dir))) {
+    return new TypeError(
+      `Cannot open job directory '${dir}' as 'lock' must be held on it: current value is ${
+        lock.held ? `a lock on '${lock.dir}'` : "a released lock"
+      }`,
+    );
+  }
+  return undefined;
 }
 
 function fsyncDir(dir: string): void {

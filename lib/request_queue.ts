@@ -30,6 +30,7 @@ import type { ThrottleEvent } from "./events.ts";
 import { BinaryHeap } from "./_binary_heap.ts";
 import { PriorityBuckets } from "./_priority_buckets.ts";
 import { JobDir, type JobDirEntry } from "./job_dir.ts";
+import { JobDirLock } from "./job_dir_lock.ts";
 import { markRequestDelayed } from "./_request_delay.ts";
 import { requestMeta, requestPriority, requestUrl, type ScopesInput } from "./request.ts";
 import {
@@ -131,8 +132,14 @@ export interface RequestQueueOptions<R> {
    * @default none
    */
   readonly start?: Iterable<R> | Observable<R>;
-  /** A job directory that makes the crawl resumable (Scrapy's JOBDIR). @default none */
-  readonly jobDir?: string;
+  /**
+   * A job directory that makes the crawl resumable (Scrapy's JOBDIR), or a
+   * lock already taken on one ({@link JobDirLock.acquire}), which the queue
+   * then owns. The directory is locked until {@link RequestQueue.close}: a
+   * second process on it is refused, naming the holder's PID.
+   * @default none
+   */
+  readonly jobDir?: string | JobDirLock;
   /** When the job directory fsyncs (see docs/JOBDIR.md). @default "compaction" */
   readonly jobDirFsync?: "compaction" | "always";
   /** Longest time an enqueue record waits in memory before it is written. @default 1000 */
@@ -367,6 +374,7 @@ export class RequestQueue<R> {
   /**
    * @param options Order, dedupe, job directory, view of the throttler.
    * @throws {RangeError} When an option is out of range (the message names it).
+   * @throws {JobDirLockedError} When another process holds the job directory (the message names its PID).
    * @throws {Error} When the job directory cannot be opened (from `node:fs`).
    */
   constructor(options: RequestQueueOptions<R> = {}) {
@@ -429,11 +437,14 @@ export class RequestQueue<R> {
     this.warnings$ = this.#warnings$.asObservable();
 
     if (options.jobDir !== undefined) {
-      const { jobDir, recovered } = JobDir.open(
-        options.jobDir,
-        options.jobDirFsync === undefined ? {} : { fsync: options.jobDirFsync },
-      );
+      const lock = options.jobDir instanceof JobDirLock ? options.jobDir : undefined;
+      const { jobDir, recovered } = JobDir.open(lock?.dir ?? (options.jobDir as string), {
+        ...(lock !== undefined ? { lock } : {}),
+        ...(options.jobDirFsync !== undefined ? { fsync: options.jobDirFsync } : {}),
+      });
       this.#jobDir = jobDir;
+      const takeover = jobDir.lock.tookOver;
+      if (takeover !== undefined) this.#warn("jobdir-stale-lock", takeover.message);
       for (const w of recovered.warnings.slice(0, 20)) {
         this.#warn("jobdir-corrupt-record", w.message);
       }

@@ -21,6 +21,7 @@ import {
 import { ThrottlingScopeManager } from "./scope_manager.ts";
 import { type ResolvedScopeConfig, scopeKind } from "./settings.ts";
 import type { Throttler } from "./throttler.ts";
+import { own, setOwn } from "./_own.ts";
 
 /** What an outcome does to one scope. */
 export interface ScopeBackoff {
@@ -69,7 +70,8 @@ export function updateScopeBackoff(
   scope: string,
   update: Partial<ScopeBackoff>,
 ): ResponseBackoff {
-  const current = backoff[scope] ?? { trigger: false };
+  const current = own(backoff, scope) ?? { trigger: false };
+  // A computed key is an own property even when it is "__proto__".
   return { ...backoff, [scope]: { ...current, ...update } };
 }
 
@@ -149,7 +151,7 @@ export function defaultResponseBackoff(
       if (quota === null) quota = quotaRemaining(headers, nowEpochMs);
       if (quota !== undefined) entry = { ...entry, remaining: quota.remaining };
     }
-    result[scope] = entry;
+    setOwn(result, scope, entry);
   }
   return result;
 }

@@ -34,6 +34,7 @@ import { hostScope, originScope } from "./domain_scopes.ts";
 import { requestUrl } from "./request.ts";
 import { LOCAL_FAILURE } from "./download_errors.ts";
 import { MAX_TIMER_MS } from "./_timer.ts";
+import { own } from "./_own.ts";
 import {
   crawlDelayDecision,
   type CrawlDelayScopeConfig,
@@ -205,13 +206,15 @@ export function obeyRobotsTxt<R, T>(
 
   const scopeConfig = (scope: string): CrawlDelayScopeConfig => {
     const config = throttler.scopeConfig(scope);
-    let own = settings.scopes[scope];
+    let configured = own(settings.scopes, scope);
     const colon = scope.lastIndexOf(":");
-    if (own === undefined && colon > 0) own = settings.scopes[scope.slice(0, colon)];
+    if (configured === undefined && colon > 0) {
+      configured = own(settings.scopes, scope.slice(0, colon));
+    }
     return {
       concurrency: config.concurrency,
       delayMs: config.delayMs,
-      explicit: own?.concurrency !== undefined || own?.delayMs !== undefined,
+      explicit: configured?.concurrency !== undefined || configured?.delayMs !== undefined,
       ignoreRobotsTxt: config.ignoreRobotsTxt,
     };
   };

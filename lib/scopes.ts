@@ -7,6 +7,7 @@
  * @module
  */
 import type { ScopesInput } from "./request.ts";
+import { own, setOwn } from "./_own.ts";
 
 /** Scopes as the throttler holds them: names, and the quota amount of each (or undefined). */
 export interface RequestScopes {
@@ -106,11 +107,12 @@ export function addScope(
   if (amount === undefined && base.amounts === undefined) {
     return base.names.includes(scope) ? [...base.names] : [...base.names, scope];
   }
+  // Scope names are data: "__proto__" or "constructor" is a scope like any other.
   const record: Record<string, number> = {};
   base.names.forEach((name, i) => {
-    record[name] = base.amounts?.[i] ?? 0;
+    setOwn(record, name, base.amounts?.[i] ?? 0);
   });
-  record[scope] = amount ?? record[scope] ?? 0;
+  setOwn(record, scope, amount ?? own(record, scope) ?? 0);
   return record;
 }
 

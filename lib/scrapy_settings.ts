@@ -10,6 +10,7 @@ import { closestName } from "./_closest_name.ts";
 import { formatSettingsError, formatValue, valueAt } from "./_format_settings_error.ts";
 import type { SettingOrigin } from "./_format_settings_error.ts";
 import { parseSettings, settingsSchema } from "./settings.ts";
+import { own, setOwn } from "./_own.ts";
 import type { ThrottlerSettingsInput } from "./settings.ts";
 
 type Path = readonly PropertyKey[];
@@ -457,7 +458,7 @@ function convertDict(
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(dict)) {
-    const mapping = keys[key];
+    const mapping = own(keys, key);
     if (mapping === undefined) {
       errors.push(unknownKey(formatScrapyPath([...theirs, key]), key, Object.keys(keys)));
       continue;
@@ -499,16 +500,17 @@ function convertScopes(scopes: unknown, draft: Draft, errors: string[]): unknown
     const theirs = ["THROTTLING_SCOPES", scope];
     draft.origins.push({ ours, theirs, scale: 1 });
     if (!isPlainObject(config)) {
-      out[scope] = config;
+      setOwn(out, scope, config);
       continue;
     }
-    out[scope] = convertDict(config, SCOPE_KEYS, ours, theirs, draft, errors, (key, v, o, t) => {
+    const entry = convertDict(config, SCOPE_KEYS, ours, theirs, draft, errors, (key, v, o, t) => {
       if (key === "backoff") return convertBackoff(v, o, t, draft, errors);
       if (key === "rampup" && isPlainObject(v)) {
         return convertDict(v, RAMPUP_KEYS, o, t, draft, errors);
       }
       return v;
     });
+    setOwn(out, scope, entry);
   }
   return out;
 }
@@ -552,11 +554,11 @@ function convert(
 
   for (const [name, value] of Object.entries(dict)) {
     if (quietlyIgnored.has(name)) continue;
-    const direct = DIRECT[name];
+    const direct = own(DIRECT, name);
     const isSpecial = (SPECIAL as readonly string[]).includes(name);
     if (direct === undefined && !isSpecial) {
       if (IGNORED_SCRAPY_SETTINGS.has(name)) ignored.push(name);
-      else if (IGNORED_WITH_HINT[name] !== undefined) {
+      else if (own(IGNORED_WITH_HINT, name) !== undefined) {
         draft.warnings.push({
           code: "ignored",
           settings: [name],
@@ -578,7 +580,7 @@ function convert(
       }
       continue;
     }
-    if (AUTOTHROTTLE_REPLACEMENTS[name] !== undefined) {
+    if (own(AUTOTHROTTLE_REPLACEMENTS, name) !== undefined) {
       draft.warnings.push({
         code: "deprecated",
         settings: [name],
@@ -801,8 +803,9 @@ function deepMerge(
 ): Record<string, unknown> {
   const out: Record<string, unknown> = { ...base };
   for (const [key, value] of Object.entries(over)) {
-    const below = out[key];
-    out[key] = isPlainObject(below) && isPlainObject(value) ? deepMerge(below, value) : value;
+    const below = own(out, key);
+    const merged = isPlainObject(below) && isPlainObject(value) ? deepMerge(below, value) : value;
+    setOwn(out, key, merged);
   }
   return out;
 }
@@ -841,7 +844,7 @@ export function loadSettings(
   const ours: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(dict)) {
     if (SCRAPY_NAME.test(name)) scrapy[name] = value;
-    else ours[name] = value;
+    else setOwn(ours, name, value);
   }
   const draft = convert(scrapy, options);
   const merged = deepMerge(draft.out, ours);
@@ -852,7 +855,7 @@ export function loadSettings(
     let node: unknown = ours;
     for (const key of path) {
       if (!isPlainObject(node)) return undefined;
-      node = node[key as string];
+      node = own(node, key as string);
       if (node === undefined) return fromScrapy(path);
     }
     return undefined;
@@ -946,7 +949,7 @@ function pythonToJson(text: string): string | undefined {
       out += JSON.stringify(value);
     } else if (/[A-Za-z_]/.test(c)) {
       const word = /^[A-Za-z_]\w*/.exec(text.slice(i))![0];
-      const json = PYTHON_WORDS[word];
+      const json = own(PYTHON_WORDS, word);
       if (json === undefined) return undefined;
       out += json;
       i += word.length;

@@ -9,6 +9,7 @@ import { z } from "zod";
 import type { ThrottlingScopeManagerProtocol } from "./scope_manager_protocol.ts";
 import { formatSettingsError } from "./_format_settings_error.ts";
 import { MAX_TIMER_MS } from "./_timer.ts";
+import { own } from "./_own.ts";
 
 /** Jitter: `0`/`false` off, `j` for `uniform(1 - j, 1 + j)`, `[lo, hi]` for `1 + uniform(lo, hi)`, `true` = 0.5. */
 export type JitterInput = boolean | number | readonly [number, number];
@@ -95,6 +96,23 @@ const scopeConfigSchema = z.object({
   ignoreRobotsTxt: z.boolean().optional(),
 }).strict();
 
+const scopeRecordSchema = z.record(z.string().min(1), scopeConfigSchema);
+
+/**
+ * `scopes`, a record of scope names. A scope named `__proto__` is refused by
+ * name: zod leaves that key out of a record's output (an assignment would set
+ * the prototype), so it would otherwise be dropped without a word
+ * (docs/DECISIONS.md). Other names, `constructor` and `toString` included, are
+ * names like any other.
+ */
+const scopesSchema = z.custom<z.input<typeof scopeRecordSchema>>(
+  (value) => !(typeof value === "object" && value !== null && Object.hasOwn(value, "__proto__")),
+  {
+    message: 'a scope cannot be named "__proto__", which JavaScript reserves',
+    path: ["__proto__"],
+  },
+).pipe(scopeRecordSchema);
+
 const retrySchema = z.object({
   enabled: z.boolean().optional(),
   times: z.number().int().nonnegative().optional(),
@@ -137,7 +155,7 @@ export const settingsSchema = z.object({
   downloadDelayMs: duration.optional(),
   jitter: jitterSchema.optional(),
   windowMs: positiveDuration.optional(),
-  scopes: z.record(z.string().min(1), scopeConfigSchema).optional(),
+  scopes: scopesSchema.optional(),
   backoff: backoffSchema.optional(),
   rampup: rampupSchema.optional(),
   adaptive: z.boolean().optional(),
@@ -568,12 +586,13 @@ export function resolveScopeConfig(
   scope: string,
   kind: ScopeKind = scopeKind(scope),
 ): ResolvedScopeConfig {
-  let own = settings.scopes[scope];
-  if (own === undefined && kind === "domain") {
+  // Own entries only: a scope named "constructor" has no configuration unless given one.
+  let configured = own(settings.scopes, scope);
+  if (configured === undefined && kind === "domain") {
     const colon = scope.lastIndexOf(":");
-    if (colon > 0) own = settings.scopes[scope.slice(0, colon)];
+    if (colon > 0) configured = own(settings.scopes, scope.slice(0, colon));
   }
-  const o = (own ?? {}) as z.output<typeof scopeConfigSchema>;
+  const o = (configured ?? {}) as z.output<typeof scopeConfigSchema>;
   const concurrency = o.concurrency ??
     (kind === "domain"
       ? settings.concurrentRequestsPerDomain

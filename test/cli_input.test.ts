@@ -80,6 +80,52 @@ describe("parseInputLine()", () => {
   });
 });
 
+describe("parseInputLine() and credentials in URLs", () => {
+  it("parseInputLine() refuses a URL with credentials as an error naming the line, with them masked in the message and the echo", () => {
+    const cases: [string, string][] = [
+      ["http://user:s3cret@a.example/x?q=1", "http://***@a.example/x?q=1"],
+      ['{"url": "https://user:s3cret@a.example/x", "priority": 2}', "https://***@a.example/x"],
+      ['{"url": "https:\\/\\/user:s3cret@a.example/x"}', "https://***@a.example/x"],
+      ["http://tok3n-only@a.example/", "http://***@a.example/"],
+      ["http:\\\\user:s3cret@a.example/", "http://***@a.example/"],
+    ];
+    for (const [text, shown] of cases) {
+      const r = parseInputLine(text, 4);
+      expect(r.kind).toBe("error");
+      if (r.kind !== "error") continue;
+      expect(r.error.message).toBe(
+        `line 4: a URL with credentials (user:password@) is not crawled, so that they are never written out: current value is '${shown}'; send them in "headers" ({"Authorization": "Basic ..."})`,
+      );
+      expect(r.error.line).toBe(4);
+      for (const field of [r.error.message, r.error.text]) {
+        expect(field).not.toContain("s3cret");
+        expect(field).not.toContain("tok3n");
+      }
+    }
+  });
+
+  it("parseInputLine() masks URL credentials and secret headers in what it echoes of any bad line", () => {
+    const cases: [string, string][] = [
+      [
+        '{"url": "https://a.example/", "headers": {"Authorization": "Basic czNjcmV0", "Accept": "text/html"}, "priority": "high"}',
+        '{"url":"https://a.example/","headers":{"Authorization":"***","Accept":"text/html"},"priority":"high"}',
+      ],
+      [
+        '{"url": "ftp://user:s3cret@a.example/"}',
+        '{"url":"ftp://***@a.example/"}',
+      ],
+      ['{"url": "http://user:s3cret@a.example/", ', '{"url": "http://***@a.example/", '],
+    ];
+    for (const [text, echoed] of cases) {
+      const r = parseInputLine(text, 9);
+      expect(r.kind).toBe("error");
+      if (r.kind !== "error") continue;
+      expect(r.error.text).toBe(echoed);
+      expect(r.error.message).not.toContain("s3cret");
+    }
+  });
+});
+
 describe("parseCliArgs()", () => {
   it("parseCliArgs() reads crawl's options, --set repeated in order", () => {
     expect(

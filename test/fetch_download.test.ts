@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createFetchDownload, type DownloadSizeWarning } from "../lib/fetch_download.ts";
-import { ResponseTooLargeError } from "../lib/download_errors.ts";
+import { InvalidRequestError, ResponseTooLargeError } from "../lib/download_errors.ts";
 import { type RecordingServer, startRecordingServer } from "./_helpers/loopback_server.ts";
 
 let server: RecordingServer | undefined;
@@ -133,5 +133,27 @@ describe("createFetchDownload() size limits", () => {
       "Cannot create fetch download as 'maxSizeBytes' must be an integer >= 0: current value is -1",
     );
     expect(() => createFetchDownload({ warnSizeBytes: 1.5 })).toThrow(RangeError);
+  });
+});
+
+describe("createFetchDownload() and credentials in URLs", () => {
+  it("createFetchDownload() refuses a URL with credentials without sending it, its message masking them", async () => {
+    server = await startRecordingServer();
+    const url = server.origin.replace("http://", "http://user:s3cret@") + "/private";
+    const download = createFetchDownload();
+    let error: unknown;
+    try {
+      await download(url, context());
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(InvalidRequestError);
+    expect(error).toMatchObject({ field: "url", input: url });
+    expect((error as Error).message).toBe(
+      `Cannot download a URL with credentials (user:password@), as they would be shown: current value is '${
+        server.origin.replace("http://", "http://***@")
+      }/private'; send them in an Authorization header`,
+    );
+    expect(server.arrivals).toEqual([]);
   });
 });

@@ -9,7 +9,10 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { spawnSync } from "node:child_process";
+import process from "node:process";
 import { JOB_DIR_LOG, JobDir, JobDirWriteError } from "../lib/job_dir.ts";
+import { JOB_DIR_LOCK } from "../lib/job_dir_lock.ts";
 import { fillDiskAfter } from "./_helpers/full_disk.ts";
 import { type QueueWarning, RequestQueue } from "../lib/request_queue.ts";
 import type { RequestObject } from "../lib/request.ts";
@@ -25,6 +28,19 @@ afterEach(() => {
 });
 
 const u = (p: string) => `https://a.example/${p}`;
+
+let exitedPid: number | undefined;
+/**
+ * The process holding `dir` dies here, as far as the job directory can tell:
+ * its lock now names a process that has exited. (Its queue is not used again;
+ * test/job_dir_lock.test.ts kills real processes.)
+ */
+function dies(dir: string): void {
+  exitedPid ??= spawnSync(process.execPath, ["--version"]).pid;
+  const path = join(dir, JOB_DIR_LOCK);
+  const lock = JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
+  writeFileSync(path, JSON.stringify({ ...lock, pid: exitedPid, token: "dead" }) + "\n");
+}
 
 function drainAll<R>(q: RequestQueue<R>): R[] {
   const out: R[] = [];
@@ -86,6 +102,7 @@ describe("JobDir", () => {
     q1.enqueue(u("4")); // discovered from 1's response...
     q1.markDone(u("1")); // ...which then completes: both on file now
     // No close(): the process dies here.
+    dies(dir);
     const q2 = new RequestQueue<string>({ jobDir: dir, fifo: true });
     expect(q2.size).toBe(3);
     expect(q2.enqueue(u("1"))).toBe(false);
@@ -100,17 +117,21 @@ describe("JobDir", () => {
     q1.enqueue(u("2"));
     q1.flush();
     appendFileSync(join(dir, JOB_DIR_LOG), '1234abcd ["E",3,0,0,"https://a.exa');
+    dies(dir);
     const q2 = new RequestQueue<string>({ jobDir: dir });
     const w = warningsOf(q2 as RequestQueue<unknown>);
-    expect(w.map((x) => x.code)).toEqual(["jobdir-corrupt-record"]);
-    expect(w[0]?.message).toContain(join(dir, JOB_DIR_LOG));
-    expect(w[0]?.message).toMatch(/line 4/);
+    expect(w.map((x) => x.code)).toEqual(["jobdir-stale-lock", "jobdir-corrupt-record"]);
+    expect(w[1]?.message).toContain(join(dir, JOB_DIR_LOG));
+    expect(w[1]?.message).toMatch(/line 4/);
     expect(q2.size).toBe(2);
     q2.enqueue(u("3"));
     q2.flush();
     // The torn line is gone, so the new record is readable after it.
+    dies(dir);
     const q3 = new RequestQueue<string>({ jobDir: dir });
-    expect(warningsOf(q3 as RequestQueue<unknown>)).toEqual([]);
+    expect(warningsOf(q3 as RequestQueue<unknown>).map((x) => x.code)).toEqual([
+      "jobdir-stale-lock",
+    ]);
     expect(q3.size).toBe(3);
   });
 
@@ -123,8 +144,9 @@ describe("JobDir", () => {
     const lines = readFileSync(path, "utf8").split("\n");
     lines[2] = (lines[2] as string).replace("/2", "/X");
     writeFileSync(path, lines.join("\n"));
+    dies(dir);
     const q2 = new RequestQueue<string>({ jobDir: dir });
-    const w = warningsOf(q2 as RequestQueue<unknown>);
+    const w = warningsOf(q2 as RequestQueue<unknown>).filter((x) => x.code !== "jobdir-stale-lock");
     expect(w.length).toBe(1);
     expect(w[0]?.message).toMatch(/line 3: checksum/);
     expect(drainAll(q2)).toEqual([u("3"), u("1")]);
@@ -149,6 +171,7 @@ describe("JobDir", () => {
     const bad = { url: u("fn"), meta: { callback: () => 1 } };
     q1.enqueue(bad);
     expect(drainAll(q1)).toEqual([bad]);
+    dies(dir);
     const q2 = new RequestQueue<RequestObject>({ jobDir: dir });
     expect(q2.enqueue(bad)).toBe(false);
   });
@@ -193,10 +216,10 @@ describe("JobDir", () => {
       data: "https://a.example/",
     });
     jobDir.flush();
+    dies(dir);
     const { recovered } = JobDir.open(dir);
     expect(recovered.pending.map((e) => e.seq)).toEqual([1]);
     expect([...recovered.seen]).toEqual(["f"]);
-    jobDir.close();
   });
 });
 

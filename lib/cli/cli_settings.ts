@@ -10,6 +10,7 @@ import { readFileSync } from "node:fs";
 import { loadSettings, parseSettingValue, type ScrapySettingsWarning } from "../scrapy_settings.ts";
 import type { ThrottlerSettingsInput } from "../settings.ts";
 import { describeFsError } from "./input.ts";
+import { own, setOwn } from "../_own.ts";
 
 /** A settings problem, as the one line the command line prints. */
 export class SettingsError extends Error {
@@ -70,17 +71,19 @@ export function resolveCliSettings(
     if (name === "") throw new SettingsError(`--set expects NAME=VALUE: the name is empty`);
     const value = parseSettingValue(name, text);
     const path = name.split(".");
+    // Names are data: `--set scopes.constructor.concurrency=2` configures a
+    // scope named "constructor", `--set __proto__.x=1` is an unknown setting.
     let node = dict;
     for (const key of path.slice(0, -1)) {
-      const below = node[key];
+      const below = own(node, key);
       const copy: Record<string, unknown> =
         typeof below === "object" && below !== null && !Array.isArray(below)
           ? { ...(below as Record<string, unknown>) }
           : {};
-      node[key] = copy;
+      setOwn(node, key, copy);
       node = copy;
     }
-    node[path[path.length - 1]!] = value;
+    setOwn(node, path[path.length - 1]!, value);
   }
   try {
     return loadSettings(dict);

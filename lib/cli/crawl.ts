@@ -38,6 +38,7 @@ import type { InputLine, InputLineError } from "./input.ts";
 import { type JsonLinesFile, JsonLinesWriteError } from "./json_lines_file.ts";
 import { JobDirWriteError } from "../job_dir.ts";
 import { WarcWriteError, type WarcWriter } from "../warc_writer.ts";
+import { JobDirLock, JobDirLockedError } from "../job_dir_lock.ts";
 import {
   type LiveScopeRow,
   type LiveViewState,
@@ -56,8 +57,12 @@ export interface CrawlOptions {
   readonly settings: ThrottlerSettingsInput;
   /** The input, line by line. */
   readonly input: AsyncIterable<InputLine> | Iterable<InputLine>;
-  /** Job directory (pending requests and seen fingerprints survive a stop). @default settings' queue.jobDir */
-  readonly jobDir?: string | undefined;
+  /**
+   * Job directory (pending requests and seen fingerprints survive a stop),
+   * or a lock already taken on one, which the crawl then owns.
+   * @default settings' queue.jobDir
+   */
+  readonly jobDir?: string | JobDirLock | undefined;
   /** One JSON line per request. */
   readonly output?: JsonLinesFile | undefined;
   /** One JSON line per throttling event. */
@@ -315,7 +320,10 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
   } catch (error) {
     eventsSub.unsubscribe();
     const message = firstLine(error);
-    return Promise.reject(new Error(`Cannot open job directory '${jobDir}': ${message}`));
+    // Already one line naming the directory and the holder.
+    if (error instanceof JobDirLockedError) return Promise.reject(new Error(message));
+    const dir = jobDir instanceof JobDirLock ? jobDir.dir : jobDir;
+    return Promise.reject(new Error(`Cannot open job directory '${dir}': ${message}`));
   }
   const warningsSub = queue.warnings$.subscribe(onEvent);
 

@@ -12,13 +12,19 @@ import { open } from "node:fs/promises";
 import process from "node:process";
 import { createInterface } from "node:readline";
 import type { RequestMeta, RequestObject } from "../request.ts";
+import { own, setOwn } from "../_own.ts";
+import { hasCredentials, maskCredentials, withoutCredentials } from "../_url_credentials.ts";
 
 /** A line of the input that is not a usable request. */
 export class InputLineError extends Error {
   override readonly name = "InputLineError";
   /** 1-based line number in the input. */
   readonly line: number;
-  /** The line as read. */
+  /**
+   * The line as read, with credentials masked (`user:password@` in URLs,
+   * `Authorization`, `Proxy-Authorization` and `Cookie` header values): it is
+   * written to `--output`.
+   */
   readonly text: string;
 
   constructor(line: number, text: string, reason: string) {
@@ -64,10 +70,12 @@ const META_NAMES: Readonly<
 export function parseInputLine(text: string, line: number): InputLine {
   const trimmed = text.trim();
   if (trimmed === "" || trimmed.startsWith("#")) return { kind: "skip", line };
+  // The parsed line, once there is one: its echo can then be redacted field by field.
+  let value: unknown;
   const fail = (reason: string): InputLine => ({
     kind: "error",
     line,
-    error: new InputLineError(line, text, reason),
+    error: new InputLineError(line, echo(text, value), maskCredentials(reason)),
   });
   if (!trimmed.startsWith("{")) {
     if (/\s/.test(trimmed)) {
@@ -75,7 +83,6 @@ export function parseInputLine(text: string, line: number): InputLine {
     }
     return checkUrl(trimmed) ?? { kind: "request", line, request: { url: trimmed } };
   }
-  let value: unknown;
   try {
     value = JSON.parse(trimmed);
   } catch (error) {
@@ -137,20 +144,33 @@ export function parseInputLine(text: string, line: number): InputLine {
     if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
       return fail(`only http and https URLs can be crawled: current value is '${short(url)}'`);
     }
+    // Refused rather than sent: the URL is written to --output and --events,
+    // and fetch refuses it anyway. Credentials belong in a header.
+    if (hasCredentials(parsed)) {
+      return fail(
+        `a URL with credentials (user:password@) is not crawled, so that they are never written out: current value is '${
+          short(withoutCredentials(parsed))
+        }'; send them in "headers" ({"Authorization": "Basic ..."})`,
+      );
+    }
     return undefined;
   }
 }
 
-/** Scrapy's meta names (and ours) as politely's `RequestMeta`; a string is the reason it is not one. */
+/**
+ * Scrapy's meta names (and ours) as politely's `RequestMeta`; a string is the
+ * reason it is not one. Any other key is kept as it is, as data: `__proto__`,
+ * `constructor` and the like too (docs/DECISIONS.md).
+ */
 function convertMeta(meta: unknown): RequestMeta | string {
   if (typeof meta !== "object" || meta === null || Array.isArray(meta)) {
     return `'meta' must be an object: current value is ${short(JSON.stringify(meta))}`;
   }
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(meta)) {
-    const known = META_NAMES[key];
+    const known = own(META_NAMES, key);
     if (known === undefined) {
-      out[key] = value;
+      setOwn(out, key, value);
       continue;
     }
     if (known.name === "throttlingDelayMs") {
@@ -181,6 +201,41 @@ function convertMeta(meta: unknown): RequestMeta | string {
     }
   }
   return out as RequestMeta;
+}
+
+/** Header names whose values are secrets: never echoed. */
+const SECRET_HEADERS = new Set(["authorization", "proxy-authorization", "cookie"]);
+
+/**
+ * The line as it may be written out: a JSON object that held credentials
+ * (in its URL or in a secret header) re-serialised without them; otherwise
+ * the text with anything like URL credentials masked.
+ */
+function echo(text: string, value: unknown): string {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return maskCredentials(text);
+  }
+  const parsed = value as Record<string, unknown>;
+  let redacted = false;
+  const out: Record<string, unknown> = { ...parsed };
+  if (typeof parsed.url === "string" && URL.canParse(parsed.url)) {
+    const url = new URL(parsed.url);
+    if (hasCredentials(url)) {
+      out.url = withoutCredentials(url);
+      redacted = true;
+    }
+  }
+  const headers = parsed.headers;
+  if (typeof headers === "object" && headers !== null && !Array.isArray(headers)) {
+    const kept: Record<string, unknown> = {};
+    for (const [name, header] of Object.entries(headers)) {
+      const secret = SECRET_HEADERS.has(name.toLowerCase());
+      if (secret) redacted = true;
+      setOwn(kept, name, secret ? "***" : header);
+    }
+    out.headers = kept;
+  }
+  return redacted ? maskCredentials(JSON.stringify(out)) : maskCredentials(text);
 }
 
 function short(text: string | undefined): string {

@@ -46,6 +46,7 @@ import { type InputLine, openInput, parseInputLine } from "./input.ts";
 import { JsonLinesFile, recentOutputUrls } from "./json_lines_file.ts";
 import { LinkFollower } from "./follow.ts";
 import { simulateCommand } from "./simulate_command.ts";
+import { JobDirLock, JobDirLockedError } from "../job_dir_lock.ts";
 import { openRedisOption, type RedisOption, RedisOptionError } from "./redis_option.ts";
 import { formatSummary } from "./summary.ts";
 
@@ -198,8 +199,8 @@ function hasContent(path: string): boolean {
  *
  * @throws {Error} Naming the file and the two ways out.
  */
-function outputMode(args: CrawlArgs): "truncate" | "append" {
-  if (args.jobDir !== undefined && hasContent(join(args.jobDir, JOB_DIR_LOG))) return "append";
+function outputMode(args: CrawlArgs, jobDir: string | undefined): "truncate" | "append" {
+  if (jobDir !== undefined && hasContent(join(jobDir, JOB_DIR_LOG))) return "append";
   if (args.overwrite) return "truncate";
   for (
     const [flag, path] of [
@@ -211,7 +212,7 @@ function outputMode(args: CrawlArgs): "truncate" | "append" {
     if (path !== undefined && hasContent(path)) {
       throw new Error(
         `${flag} '${path}' already exists: pass --overwrite to replace it` +
-          (args.jobDir === undefined ? ", or --jobdir DIR to keep a crawl that can resume" : ""),
+          (jobDir === undefined ? ", or --jobdir DIR to keep a crawl that can resume" : ""),
       );
     }
   }
@@ -239,28 +240,29 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       throw error;
     }
   }
+  // The job directory's lock first: a second crawl on a directory in use
+  // must not touch the first one's --output, --events or --warc.
+  const jobDirPath = args.jobDir ?? settings.settings.queue?.jobDir;
+  let lock: JobDirLock | undefined;
   // Decided before any file is opened (the WARC writer creates its file).
   let mode: "truncate" | "append";
   try {
-    mode = outputMode(args);
+    lock = openJobDirLock(jobDirPath);
+    mode = outputMode(args, jobDirPath);
   } catch (error) {
+    lock?.release();
     await redis?.close();
     return fail(firstLine(error));
   }
   let warc: WarcWriter | undefined;
   if (args.warc !== undefined) {
     try {
-      // Before the input is opened (its lines start flowing once it is), and
-      // after the check that refuses an existing file with no crawl to
-      // resume. Appends (a torn last record cut first); replaced only with
-      // --overwrite.
-      if (
-        args.overwrite && !(args.jobDir !== undefined && hasContent(join(args.jobDir, JOB_DIR_LOG)))
-      ) {
-        rmSync(args.warc, { force: true });
-      }
+      // Before the input is opened (its lines start flowing once it is).
+      // Appends (a torn last record cut first); replaced only with --overwrite.
+      if (args.overwrite && mode === "truncate") rmSync(args.warc, { force: true });
       warc = await openWarcWriter(args.warc);
     } catch (error) {
+      lock?.release();
       await redis?.close();
       return fail(firstLine(error));
     }
@@ -276,6 +278,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     files = openFiles(args.output, args.events, mode);
   } catch (error) {
     await warc?.close().catch(() => {});
+    lock?.release();
     await redis?.close();
     return fail(error instanceof Error ? error.message : String(error));
   }
@@ -286,7 +289,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       shared: redis?.scopes,
       settings: settings.settings,
       input: numbered(lines),
-      jobDir: args.jobDir,
+      jobDir: lock,
       output: files[0],
       events: files[1],
       ...(alreadyWritten !== undefined ? { alreadyWritten } : {}),
@@ -348,11 +351,35 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     files[1]?.close();
     return fail(firstLine(error));
   } finally {
+    // Released by the crawl's queue when it closed; this covers a crawl that
+    // never got as far as its queue.
+    lock?.release();
     // Still listening for Ctrl-C: a second one quits at once if closing stalls.
     await warc?.close().catch(() => {}); // a failure was reported above
     await redis?.close();
     interrupt.dispose();
   }
+}
+
+/**
+ * The job directory's lock, taken before anything is written; a lock left by
+ * a process that is gone is taken over with a warning.
+ *
+ * @throws {Error} One line: the directory is in use (naming the holder's PID) or cannot be created.
+ */
+function openJobDirLock(dir: string | undefined): JobDirLock | undefined {
+  if (dir === undefined) return undefined;
+  let lock: JobDirLock;
+  try {
+    lock = JobDirLock.acquire(dir);
+  } catch (error) {
+    if (error instanceof JobDirLockedError) throw error;
+    throw new Error(`Cannot open job directory '${dir}': ${firstLine(error)}`);
+  }
+  if (lock.tookOver !== undefined) {
+    process.stderr.write(`politely: warning: ${lock.tookOver.message}\n`);
+  }
+  return lock;
 }
 
 async function demoCommand(args: DemoArgs): Promise<number> {
