@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { type Observable, VirtualTimeScheduler } from "rxjs";
+import { VirtualTimeScheduler } from "rxjs";
 import { crawl } from "../crawl.ts";
 import type { ThrottleEvent } from "../events.ts";
 import type { RequestObject } from "../request.ts";
@@ -16,10 +16,16 @@ import type { ThrottlerSettingsInput } from "../settings.ts";
 import { createThrottler } from "../throttler.ts";
 import { rampup } from "../../operators/rampup.ts";
 import { checkSite, type SimulatedSite } from "./site_spec.ts";
-import { describeLimiter, idealMs, ZOO_EPOCH_MS, type ZooSiteSpec } from "./zoo.ts";
-import { createZooSite, type ZooSite } from "./zoo_site.ts";
+import {
+  createZooLimiter,
+  describeLimiter,
+  idealMs,
+  ZOO_EPOCH_MS,
+  type ZooSiteSpec,
+} from "./zoo.ts";
+import type { SiteStats, StatsRecorder } from "../demo/_limiters.ts";
+import { virtualDownload } from "./_virtual_download.ts";
 import { seededRandom } from "./zoo_random.ts";
-import type { SimulatedResponse } from "./simulated_site.ts";
 
 /** Options of {@linkcode simulate}. */
 export interface SimulateOptions {
@@ -210,9 +216,9 @@ export function simulate(options: SimulateOptions): SimulateResult {
   const scheduler = new VirtualTimeScheduler(undefined, options.limitMs ?? 7 * 86_400_000);
   const jitter = options.outboundJitterMs ?? 0;
   const noise = seededRandom(seed + 7919);
-  const zoo: ZooSite[] = sites.map((spec) =>
-    createZooSite(spec, scheduler, jitter > 0 ? { outboundMs: () => noise() ** 4 * jitter } : {})
-  );
+  const tallies = sites.map(() => new SiteTally());
+  const limiters = sites.map((spec) => createZooLimiter(spec));
+  const label = () => "";
   const throttler = createThrottler<RequestObject>(options.settings ?? {}, { scheduler, random });
   const events: ThrottleEvent[] = [];
   const eventsSub = options.events === true
@@ -226,12 +232,22 @@ export function simulate(options: SimulateOptions): SimulateResult {
     order: settings.queue.order,
     fifo: settings.queue.fifo,
     depthPriority: settings.queue.depthPriority,
-    dedupe: settings.queue.dedupe,
+    // Generated URLs are unique: no fingerprint per URL to keep.
+    dedupe: typeof options.urls === "number" ? false : settings.queue.dedupe,
   });
-  const download = (request: RequestObject, c: { signal: AbortSignal }) =>
-    zoo[byHost.get(hostOf(request.url))!.index]!.download(request, {
-      signal: c.signal,
-    }) as Observable<SimulatedResponse>;
+  const download = (request: RequestObject, c: { signal: AbortSignal }) => {
+    const i = byHost.get(hostOf(request.url))!.index;
+    const limiter = limiters[i]!;
+    return virtualDownload(
+      scheduler,
+      tallies[i]!,
+      request,
+      c.signal,
+      (now) => limiter.arrive(now),
+      label,
+      jitter > 0 ? noise() ** 4 * jitter : 0,
+    );
+  };
 
   let ended = 0;
   let ok = 0;
@@ -272,23 +288,22 @@ export function simulate(options: SimulateOptions): SimulateResult {
   let requests = 0;
   let refused = 0;
   const figures = sites.map((spec, i): SimulatedSiteFigures => {
-    const st = zoo[i]!.stats();
-    requests += st.requests;
-    refused += st.rejected;
-    const first = st.log[0]?.atMs ?? 0;
-    const last = st.log.length > 0 ? st.log[st.log.length - 1]!.atMs + spec.latencyMs : 0;
-    const admitted = st.log.filter((a) => a.status === 200);
+    const t = tallies[i]!;
+    requests += t.requests;
+    refused += t.refused;
+    const first = t.requests > 0 ? t.firstAt : 0;
+    const last = t.requests > 0 ? t.lastAt + spec.latencyMs : 0;
     const half = first + (last - first) / 2;
-    const late = admitted.filter((a) => a.atMs >= half).length;
+    const late = t.admittedSince(half);
     return {
       host: spec.host,
       name: spec.name,
       limit: describeLimiter(spec.limiter),
       limitPerSec: limitPerSec(spec),
       pages: pagesOf[i]!,
-      requests: st.requests,
-      refused: st.rejected,
-      ok: admitted.length,
+      requests: t.requests,
+      refused: t.refused,
+      ok: t.admitted,
       durationMs: last - first,
       settledPerSec: last > half ? (late * 1000) / (last - half) : 0,
       idealMs: pagesOf[i]! > 0 ? idealMs(spec, pagesOf[i]!, concurrency) : 0,
@@ -306,4 +321,51 @@ export function simulate(options: SimulateOptions): SimulateResult {
     peakHeapBytes: peakHeap,
     events,
   };
+}
+
+/**
+ * What a simulated site saw, kept small for a million requests: counts, the
+ * first and last arrival, and the admitted arrivals' times (8 bytes each) for
+ * the settled rate. Only what `simulate` reads; `snapshot` is not used.
+ */
+class SiteTally implements StatsRecorder {
+  requests = 0;
+  refused = 0;
+  admitted = 0;
+  firstAt = 0;
+  lastAt = 0;
+  #times = new Float64Array(64);
+
+  enter(): void {}
+  depart(): void {}
+
+  arrive(atMs: number, _path: string, status: number): void {
+    if (this.requests++ === 0) this.firstAt = atMs;
+    this.lastAt = atMs;
+    if (status === 429 || status === 503) this.refused++;
+    else if (status === 200) {
+      if (this.admitted === this.#times.length) {
+        const grown = new Float64Array(this.#times.length * 2);
+        grown.set(this.#times);
+        this.#times = grown;
+      }
+      this.#times[this.admitted++] = atMs;
+    }
+  }
+
+  /** Admitted arrivals at or after `atMs` (they come in time order). */
+  admittedSince(atMs: number): number {
+    let lo = 0;
+    let hi = this.admitted;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.#times[mid]! < atMs) lo = mid + 1;
+      else hi = mid;
+    }
+    return this.admitted - lo;
+  }
+
+  snapshot(): SiteStats {
+    throw new Error("SiteTally keeps no snapshot");
+  }
 }
