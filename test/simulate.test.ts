@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { lastValueFrom, toArray } from "rxjs";
 import { describe, expect, it } from "vitest";
 import { crawl } from "../lib/crawl.ts";
@@ -223,6 +226,32 @@ describe("politely simulate", () => {
     ]);
     const strip = (s: string) => s.replace(/"peakHeapBytes":\d+/, "");
     expect(strip(b.out[0]!)).toBe(strip(a.out[0]!));
+  });
+
+  it("politely simulate --svg writes a plot of the busiest sites against their limits", () => {
+    const svg = join(mkdtempSync(join(tmpdir(), "politely-sim-")), "plot.svg");
+    const args = parseSimulateArgs([
+      "--site",
+      "bucket rate=10 burst=3 host=a.test",
+      "--site",
+      "conc max=3 latency=100ms host=b.test",
+      "--urls",
+      "200",
+      "--svg",
+      svg,
+      "--json",
+    ]);
+    if (args.command !== "simulate") throw new Error("not simulate");
+    const run = io();
+    expect(simulateCommand(args, run.io)).toBe(0);
+    const text = readFileSync(svg, "utf8");
+    expect(text.startsWith("<svg")).toBe(true);
+    expect(text).toContain("a.test: 10/s burst 3");
+    expect(text).toContain("b.test: 3 at once");
+    expect(text).toContain("<polyline");
+    // The times behind the plot stay out of the JSON.
+    expect(run.out[0]).not.toContain("admittedAt");
+    expect(() => parseSimulateArgs(["--site", "none", "--svg="])).toThrow("--svg expects a path");
   });
 
   it("politely simulate prints a table, and bad specs or flags get one line naming the field", () => {

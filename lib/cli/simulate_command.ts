@@ -5,7 +5,8 @@
  *
  * @module
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
+import { ratePlotSvg } from "../sim/rate_plot.ts";
 import { parseArgs } from "node:util";
 import { simulate, type SimulateResult } from "../sim/simulate.ts";
 import { checkSite, parseSiteSpec, type SimulatedSite, SiteSpecError } from "../sim/site_spec.ts";
@@ -35,6 +36,8 @@ export interface SimulateArgs {
   readonly jitterMs: number;
   /** `--json`: one JSON object on stdout. */
   readonly json: boolean;
+  /** `--svg FILE`: a plot of the busiest sites' admitted rate over time against their limits. */
+  readonly svg: string | undefined;
 }
 
 function number(flag: string, text: string | undefined, least: number, integer: boolean) {
@@ -71,6 +74,7 @@ export function parseSimulateArgs(argv: readonly string[]): SimulateArgs | { com
       seed: { type: "string" },
       jitter: { type: "string" },
       json: { type: "boolean" },
+      svg: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -91,6 +95,7 @@ export function parseSimulateArgs(argv: readonly string[]): SimulateArgs | { com
       `simulate needs --site SPEC (e.g. --site "bucket rate=10 burst=3 latency=50ms") or --sites FILE`,
     );
   }
+  if (values.svg === "") throw new UsageError(`--svg expects a path: current value is ''`);
   const urls = number("--urls", values.urls, 0, true);
   if (urls !== undefined && positionals[0] !== undefined) {
     throw new UsageError(`simulate takes --urls N or an input file, not both`);
@@ -108,6 +113,7 @@ export function parseSimulateArgs(argv: readonly string[]): SimulateArgs | { com
     seed: number("--seed", values.seed, 0, true) ?? 1,
     jitterMs: number("--jitter", values.jitter, 0, false) ?? 0,
     json: values.json === true,
+    svg: values.svg,
   };
 }
 
@@ -260,6 +266,7 @@ export function simulateCommand(
       seed: args.seed,
       outboundJitterMs: args.jitterMs,
       progressEvery: 100_000,
+      keepTimes: args.svg !== undefined,
       ...(total >= 100_000
         ? {
           onProgress: (ended: number, all: number, virtualMs: number) =>
@@ -273,9 +280,29 @@ export function simulateCommand(
     if (error instanceof RangeError || error instanceof SiteSpecError) return fail(error.message);
     throw error;
   }
+  if (args.svg !== undefined) {
+    const busiest = [...result.sites].sort((a, b) => b.pages - a.pages).slice(0, 4);
+    try {
+      writeFileSync(
+        args.svg,
+        ratePlotSvg(
+          busiest.map((s) => ({
+            title: `${s.host}: ${s.limit}`,
+            admittedAt: s.admittedAt ?? [],
+            endAt: s.lastArrivalAt,
+            limit: s.limitPerSec ?? 0,
+          })),
+          "admitted requests per 1 s, simulated (politely simulate)",
+        ),
+      );
+    } catch (error) {
+      return fail(`Cannot write --svg '${args.svg}': ${(error as Error).message}`);
+    }
+  }
   if (args.json) {
     const { events: _events, ...figures } = result;
-    io.stdout.write(`${JSON.stringify(figures)}\n`);
+    const sites = figures.sites.map(({ admittedAt: _t, ...s }) => s);
+    io.stdout.write(`${JSON.stringify({ ...figures, sites })}\n`);
   } else io.stdout.write(`${formatSimulation(result)}\n`);
   return 0;
 }

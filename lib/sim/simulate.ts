@@ -58,6 +58,8 @@ export interface SimulateOptions {
   readonly onProgress?: (ended: number, total: number, virtualMs: number) => void;
   /** @default 10_000 */
   readonly progressEvery?: number;
+  /** Give each site's admitted arrival times (`admittedAt`), for a plot. @default false */
+  readonly keepTimes?: boolean;
 }
 
 /** One site's figures. */
@@ -82,6 +84,10 @@ export interface SimulatedSiteFigures {
   readonly settledPerSec: number;
   /** A client that knows the limit: `idealMs` of lib/sim/zoo.ts. */
   readonly idealMs: number;
+  /** When each admitted request arrived, virtual ms (with `keepTimes`). */
+  readonly admittedAt?: readonly number[];
+  /** When its last request arrived, virtual ms. */
+  readonly lastArrivalAt: number;
 }
 
 /** What a simulation predicts. */
@@ -307,6 +313,8 @@ export function simulate(options: SimulateOptions): SimulateResult {
       durationMs: last - first,
       settledPerSec: last > half ? (late * 1000) / (last - half) : 0,
       idealMs: pagesOf[i]! > 0 ? idealMs(spec, pagesOf[i]!, concurrency) : 0,
+      lastArrivalAt: t.lastAt,
+      ...(options.keepTimes === true ? { admittedAt: t.admittedTimes() } : {}),
     };
   });
   return {
@@ -351,6 +359,11 @@ class SiteTally implements StatsRecorder {
       }
       this.#times[this.admitted++] = atMs;
     }
+  }
+
+  /** The admitted arrivals' times, in order. */
+  admittedTimes(): number[] {
+    return Array.from(this.#times.subarray(0, this.admitted));
   }
 
   /** Admitted arrivals at or after `atMs` (they come in time order). */
