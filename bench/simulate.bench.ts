@@ -22,14 +22,14 @@ import type { RequestObject } from "../lib/request.ts";
 import { RequestQueue } from "../lib/request_queue.ts";
 import { createThrottler } from "../lib/throttler.ts";
 import { simulate } from "../lib/sim/simulate.ts";
-import type { SimulatedSite } from "../lib/sim/site_spec.ts";
+import type { SimulatedSiteSpec } from "../lib/sim/site_spec.ts";
 import { describeLimiter } from "../lib/sim/zoo.ts";
 import { generateZooSites } from "../lib/sim/zoo_random.ts";
 import { startZooServer } from "../lib/sim/zoo_server.ts";
 import { argValue, fmtFixed, isMain, markdownTable, median } from "./_harness.ts";
 
 function scale(urls: number, siteCount: number): string {
-  const sites: SimulatedSite[] = Array.from({ length: siteCount }, (_, i) => ({
+  const sites: SimulatedSiteSpec[] = Array.from({ length: siteCount }, (_, i) => ({
     name: `s${i}`,
     host: `s${i}.test`,
     limiter: { shape: "token-bucket", ratePerSec: 5 + (i % 20), burst: 1 + (i % 5) },

@@ -9,13 +9,13 @@ import type { RequestObject } from "../lib/request.ts";
 import { RequestQueue } from "../lib/request_queue.ts";
 import { createThrottler } from "../lib/throttler.ts";
 import { simulate, spreadUrls } from "../lib/sim/simulate.ts";
-import { parseDuration, parseSiteSpec, type SimulatedSite } from "../lib/sim/site_spec.ts";
+import { parseDuration, parseSiteSpec, type SimulatedSiteSpec } from "../lib/sim/site_spec.ts";
 import { startZooServer } from "../lib/sim/zoo_server.ts";
 import { parseSimulateArgs, simulateCommand } from "../lib/cli/simulate_command.ts";
 
 describe("parseSiteSpec()", () => {
   it("parseSiteSpec() reads each shape and the common keys", () => {
-    const table: [string, Partial<SimulatedSite>][] = [
+    const table: [string, Partial<SimulatedSiteSpec>][] = [
       [
         "bucket rate=10 burst=3 status=429 latency=50ms host=api.test",
         {

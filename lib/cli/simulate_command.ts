@@ -9,7 +9,12 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { ratePlotSvg } from "../sim/rate_plot.ts";
 import { parseArgs } from "node:util";
 import { simulate, type SimulateResult } from "../sim/simulate.ts";
-import { checkSite, parseSiteSpec, type SimulatedSite, SiteSpecError } from "../sim/site_spec.ts";
+import {
+  checkSite,
+  parseSiteSpec,
+  type SimulatedSiteSpec,
+  SiteSpecError,
+} from "../sim/site_spec.ts";
 import { UsageError } from "./args.ts";
 import { resolveCliSettings, SettingsError } from "./cli_settings.ts";
 
@@ -118,7 +123,7 @@ export function parseSimulateArgs(argv: readonly string[]): SimulateArgs | { com
 }
 
 interface SitesFile {
-  readonly sites: readonly SimulatedSite[];
+  readonly sites: readonly SimulatedSiteSpec[];
   readonly urls?: number;
   readonly zipf?: number;
 }
@@ -136,9 +141,9 @@ function readSitesFile(path: string): SitesFile {
       `--sites '${path}': expects {"sites": [...]} (site objects or spec strings)`,
     );
   }
-  const parsed = sites.map((s, i): SimulatedSite => {
+  const parsed = sites.map((s, i): SimulatedSiteSpec => {
     if (typeof s === "string") return parseSiteSpec(s, i + 1);
-    const site = s as SimulatedSite;
+    const site = s as SimulatedSiteSpec;
     checkSite(site);
     return { ...site, name: site.name ?? site.host };
   });
@@ -232,7 +237,7 @@ export function simulateCommand(
     throw error;
   }
   for (const w of settings.warnings) io.stderr.write(`politely: warning: ${w.message}\n`);
-  let sites: SimulatedSite[];
+  let sites: SimulatedSiteSpec[];
   let urls: number | string[];
   let zipf = args.zipf;
   try {

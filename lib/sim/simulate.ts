@@ -15,7 +15,7 @@ import { RequestQueue } from "../request_queue.ts";
 import type { ThrottlerSettingsInput } from "../settings.ts";
 import { createThrottler } from "../throttler.ts";
 import { rampup } from "../../operators/rampup.ts";
-import { checkSite, type SimulatedSite } from "./site_spec.ts";
+import { checkSite, type SimulatedSiteSpec } from "./site_spec.ts";
 import {
   createZooLimiter,
   describeLimiter,
@@ -32,7 +32,7 @@ export interface SimulateOptions {
   /** The crawler's settings, as for `createThrottler` (the defaults when absent). */
   readonly settings?: ThrottlerSettingsInput;
   /** The sites (at least one). */
-  readonly sites: readonly SimulatedSite[];
+  readonly sites: readonly SimulatedSiteSpec[];
   /**
    * The workload: a number of URLs spread over the sites by their `weight`
    * (or by `zipf`), or the URLs themselves (their hosts must be sites').
@@ -180,7 +180,7 @@ function hostOf(url: string): string {
 export function simulate(options: SimulateOptions): SimulateResult {
   const sites = options.sites;
   if (sites.length === 0) throw new RangeError("Cannot simulate as 'sites' is empty");
-  const byHost = new Map<string, { spec: SimulatedSite; index: number }>();
+  const byHost = new Map<string, { spec: SimulatedSiteSpec; index: number }>();
   sites.forEach((spec, index) => {
     checkSite(spec);
     if (byHost.has(spec.host)) {

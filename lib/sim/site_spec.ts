@@ -10,7 +10,7 @@
 import { type LimiterSpec, validateZooSpec, type ZooSiteSpec } from "./zoo.ts";
 
 /** A simulated site: a zoo site, the host it answers for, and its share of the workload. */
-export interface SimulatedSite extends ZooSiteSpec {
+export interface SimulatedSiteSpec extends ZooSiteSpec {
   /** Host (and port) of its URLs, e.g. `api.example.com`. */
   readonly host: string;
   /** Its share of the URLs, relative to the other sites'. @default 1 */
@@ -102,7 +102,7 @@ function oneOf<T extends string>(field: string, text: string, allowed: readonly 
  * console.assert(s.host === "api.test" && s.latencyMs === 50);
  * ```
  */
-export function parseSiteSpec(text: string, index = 1): SimulatedSite {
+export function parseSiteSpec(text: string, index = 1): SimulatedSiteSpec {
   const words = text.trim().split(/\s+/).filter((w) => w !== "");
   const shapeWord = words.shift();
   if (shapeWord === undefined) {
@@ -174,7 +174,7 @@ export function parseSiteSpec(text: string, index = 1): SimulatedSite {
       `'host' expects a host name like api.example.com: current value is '${host}'`,
     );
   }
-  const site: SimulatedSite = {
+  const site: SimulatedSiteSpec = {
     name: values.get("name") ?? host,
     host: host.toLowerCase(),
     limiter,
@@ -204,7 +204,7 @@ export function parseSiteSpec(text: string, index = 1): SimulatedSite {
  *
  * @throws {SiteSpecError} naming the field.
  */
-export function checkSite(site: SimulatedSite): void {
+export function checkSite(site: SimulatedSiteSpec): void {
   if (typeof site.host !== "string" || site.host === "") {
     throw new SiteSpecError(`site '${site.name}': 'host' must be a host name`);
   }
