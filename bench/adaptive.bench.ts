@@ -35,7 +35,7 @@ import {
 import { rampup } from "../operators/rampup.ts";
 import type { Arrival } from "../lib/demo/_limiters.ts";
 import { ratePlotSvg } from "../lib/sim/rate_plot.ts";
-import { describeLimiter, idealMs, type ZooSiteSpec } from "../lib/sim/zoo.ts";
+import { describeLimiter, idealMs, limitPerSec, type ZooSiteSpec } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
 import { generateZooSites } from "../lib/sim/zoo_random.ts";
 import { startZooServer } from "../lib/sim/zoo_server.ts";
@@ -49,24 +49,6 @@ function describeSite(s: ZooSiteSpec): string {
   const ra = s.retryAfter === "seconds" ? ", RA s" : s.retryAfter === "date" ? ", RA date" : "";
   const ann = s.announce !== undefined && s.announce !== "none" ? `, ${s.announce}` : "";
   return `${describeLimiter(s.limiter)}, ${s.latencyMs} ms, ${s.status ?? 429}${ra}${ann}`;
-}
-
-/** The hidden limit as admitted requests per second, for the plot. */
-function limitPerSec(s: ZooSiteSpec): number {
-  const l = s.limiter;
-  switch (l.shape) {
-    case "token-bucket":
-      return l.ratePerSec;
-    case "fixed-window":
-    case "sliding-window":
-      return (l.quota * 1000) / l.windowMs;
-    case "concurrency":
-      return (l.maxConcurrency * 1000) / s.latencyMs;
-    case "load-shed":
-      return (l.workers * 1000) / s.latencyMs;
-    case "none":
-      return Infinity;
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -384,7 +366,7 @@ export async function main(argv: readonly string[]): Promise<string> {
       title: `${sites[i]!.name}: ${describeLimiter(sites[i]!.limiter)}, ${sites[i]!.latencyMs} ms`,
       admittedAt: loopback[i]![0]!.log.filter((a) => a.status === 200).map((a) => a.atMs),
       endAt: loopback[i]![0]!.log.at(-1)?.atMs ?? 0,
-      limit: limitPerSec(sites[i]!),
+      limit: limitPerSec(sites[i]!) ?? 0,
     }));
     const file = resolve(ROOT, svgArg);
     mkdirSync(dirname(file), { recursive: true });

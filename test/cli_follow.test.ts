@@ -35,6 +35,33 @@ async function linkedSite(
   return s;
 }
 
+/**
+ * A site of pages `/1`, `/2`, ... that holds every request after `/answered`
+ * unanswered (a crawl killed while it waits) until `release()`; URLs of
+ * `count` pages written to `dir/urls.txt`.
+ */
+async function holdingSite(answered: number, count: number, dir: string) {
+  let hang = true;
+  const held: import("node:http").ServerResponse[] = [];
+  const s = await startRecordingServer((req, res) => {
+    const n = Number(req.url?.slice(1));
+    if (hang && n > answered) {
+      held.push(res);
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/plain", connection: "close" });
+    res.end(`page ${n}`);
+  });
+  servers.push(s);
+  const urls = Array.from({ length: count }, (_, i) => `${s.origin}/${i + 1}`);
+  writeFileSync(join(dir, "urls.txt"), urls.join("\n"));
+  const release = () => {
+    hang = false;
+    for (const res of held) res.destroy();
+  };
+  return { urls, held, release };
+}
+
 describe("politely crawl --follow", () => {
   it("politely crawl --follow --max-depth fetches exactly the linked pages within depth, once each", async () => {
     const other = await linkedSite(() => ({ "/": "<p>elsewhere</p>" }));
@@ -218,21 +245,8 @@ describe("politely crawl --output across runs", () => {
   it("politely crawl --jobdir resumed after SIGKILL appends to --output: every page once", async () => {
     // One page at a time; the server holds every request after the 4th
     // unanswered, and the crawl is killed (no chance to flush or clean up).
-    let hang = true;
-    const held: import("node:http").ServerResponse[] = [];
-    const s = await startRecordingServer((req, res) => {
-      const n = Number(req.url?.slice(1));
-      if (hang && n > 4) {
-        held.push(res);
-        return;
-      }
-      res.writeHead(200, { "content-type": "text/plain", connection: "close" });
-      res.end("ok");
-    });
-    servers.push(s);
     const dir = tempDir();
-    const urls = Array.from({ length: 10 }, (_, i) => `${s.origin}/${i + 1}`);
-    writeFileSync(join(dir, "urls.txt"), urls.join("\n"));
+    const { urls, held, release } = await holdingSite(4, 10, dir);
     const out = join(dir, "out.jsonl");
     const args = [
       "crawl",
@@ -251,8 +265,7 @@ describe("politely crawl --output across runs", () => {
     expect(first.code).toBe(null);
     const before = readLines(out).map((r) => r.url);
     expect(before).toEqual(urls.slice(0, 4));
-    hang = false;
-    for (const res of held) res.destroy();
+    release();
     const second = await politely(args);
     expect(second.code).toBe(0);
     const all = readLines(out).map((r) => r.url);
@@ -305,21 +318,8 @@ describe("politely crawl --warc", () => {
   });
 
   it("politely crawl --warc resumed after SIGKILL appends: every finished page archived once", async () => {
-    let hang = true;
-    const held: import("node:http").ServerResponse[] = [];
-    const s = await startRecordingServer((req, res) => {
-      const n = Number(req.url?.slice(1));
-      if (hang && n > 3) {
-        held.push(res);
-        return;
-      }
-      res.writeHead(200, { "content-type": "text/plain", connection: "close" });
-      res.end(`page ${n}`);
-    });
-    servers.push(s);
     const dir = tempDir();
-    const urls = Array.from({ length: 6 }, (_, i) => `${s.origin}/${i + 1}`);
-    writeFileSync(join(dir, "urls.txt"), urls.join("\n"));
+    const { urls, held, release } = await holdingSite(3, 6, dir);
     const warc = join(dir, "crawl.warc");
     const args = [
       "crawl",
@@ -336,8 +336,7 @@ describe("politely crawl --warc", () => {
     ];
     const first = await politely(args, { interruptWhen: () => held.length > 0, signal: "SIGKILL" });
     expect(first.code).toBe(null);
-    hang = false;
-    for (const res of held) res.destroy();
+    release();
     const second = await politely(args);
     // The killed crawl's lock is taken over, with a warning; nothing else is said.
     expect(second.stderr).toMatch(

@@ -135,7 +135,7 @@ describe("simulate()", () => {
     // [spec, pages]: each a few seconds of real time; enough pages that the
     // first seconds of probing (which a real clock varies) are not all of it.
     const table: [string, number][] = [
-      ["bucket rate=40 burst=3 latency=20ms", 160],
+      ["bucket rate=20 burst=3 latency=20ms", 140],
       ["fixed quota=15 window=1s latency=20ms announce=ietf", 80],
       ["conc max=3 latency=100ms status=503", 90],
     ];

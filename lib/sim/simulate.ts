@@ -16,13 +16,7 @@ import type { ThrottlerSettingsInput } from "../settings.ts";
 import { createThrottler } from "../throttler.ts";
 import { rampup } from "../../operators/rampup.ts";
 import { checkSite, type SimulatedSiteSpec } from "./site_spec.ts";
-import {
-  createZooLimiter,
-  describeLimiter,
-  idealMs,
-  ZOO_EPOCH_MS,
-  type ZooSiteSpec,
-} from "./zoo.ts";
+import { createZooLimiter, describeLimiter, idealMs, limitPerSec, ZOO_EPOCH_MS } from "./zoo.ts";
 import type { SiteStats, StatsRecorder } from "../demo/_limiters.ts";
 import { virtualDownload } from "./_virtual_download.ts";
 import { seededRandom } from "./zoo_random.ts";
@@ -135,23 +129,6 @@ export function spreadUrls(
     counts[i]!++;
   }
   return counts;
-}
-
-function limitPerSec(spec: ZooSiteSpec): number | null {
-  const l = spec.limiter;
-  switch (l.shape) {
-    case "token-bucket":
-      return l.ratePerSec;
-    case "fixed-window":
-    case "sliding-window":
-      return (l.quota * 1000) / l.windowMs;
-    case "concurrency":
-      return spec.latencyMs > 0 ? (l.maxConcurrency * 1000) / spec.latencyMs : null;
-    case "load-shed":
-      return spec.latencyMs > 0 ? (l.workers * 1000) / spec.latencyMs : null;
-    case "none":
-      return null;
-  }
 }
 
 function hostOf(url: string): string {

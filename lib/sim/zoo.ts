@@ -387,6 +387,28 @@ export function idealMs(spec: ZooSiteSpec, pages: number, maxConcurrency = 16): 
   return Math.max(limit, clientBound);
 }
 
+/**
+ * The hidden limit as requests per second: a bucket's rate, a window's quota
+ * over its length, a cap (or a backend's workers) over the latency; `null`
+ * for none (or a cap with no latency).
+ */
+export function limitPerSec(spec: ZooSiteSpec): number | null {
+  const l = spec.limiter;
+  switch (l.shape) {
+    case "token-bucket":
+      return l.ratePerSec;
+    case "fixed-window":
+    case "sliding-window":
+      return (l.quota * 1000) / l.windowMs;
+    case "concurrency":
+      return spec.latencyMs > 0 ? (l.maxConcurrency * 1000) / spec.latencyMs : null;
+    case "load-shed":
+      return spec.latencyMs > 0 ? (l.workers * 1000) / spec.latencyMs : null;
+    case "none":
+      return null;
+  }
+}
+
 /** The limit in words, for tables ("10/s burst 3", "20 per 2 s", "3 at once"). */
 export function describeLimiter(l: LimiterSpec): string {
   switch (l.shape) {
