@@ -12,6 +12,9 @@
  * @module
  */
 import { asyncScheduler, type SchedulerLike } from "rxjs";
+// The clock RxJS's own schedulers read, which `TestScheduler.run()` redirects
+// (the same build of rxjs as the main entry under every runtime: one export map).
+import { dateTimestampProvider } from "rxjs/internal/scheduler/dateTimestampProvider";
 
 const origin = performance.timeOrigin;
 
@@ -26,6 +29,13 @@ const origin = performance.timeOrigin;
  * ```
  */
 export const preciseScheduler: SchedulerLike = {
-  now: () => origin + performance.now(), // real clock: the package's one injectable default
+  now: () => {
+    // Inside `TestScheduler.run()` RxJS points the clock of `asyncScheduler`
+    // (and its timers) at the test's virtual frames: then this clock is the
+    // test's too, so a user's marble test of a throttler made with the
+    // defaults runs in virtual time. One property read otherwise.
+    const virtual = dateTimestampProvider.delegate;
+    return virtual === undefined ? origin + performance.now() : virtual.now();
+  },
   schedule: asyncScheduler.schedule.bind(asyncScheduler) as SchedulerLike["schedule"],
 };
