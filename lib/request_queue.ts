@@ -31,6 +31,7 @@ import { BinaryHeap } from "./_binary_heap.ts";
 import { PriorityBuckets } from "./_priority_buckets.ts";
 import { JobDir, type JobDirEntry } from "./job_dir.ts";
 import { JobDirLock } from "./job_dir_lock.ts";
+import type { ThrottlerSettings } from "./settings.ts";
 import { markRequestDelayed } from "./_request_delay.ts";
 import { requestMeta, requestPriority, requestUrl, type ScopesInput } from "./request.ts";
 import {
@@ -378,6 +379,13 @@ export class RequestQueue<R> {
    * @throws {Error} When the job directory cannot be opened (from `node:fs`).
    */
   constructor(options: RequestQueueOptions<R> = {}) {
+    // A throttler as the view brings its settings' queue options as the
+    // defaults (`createThrottler({ queue: { fifo: true } })` then
+    // `new RequestQueue({ view: throttler })` pops FIFO); options given here win.
+    const fromView = viewQueueSettings(options.view);
+    if (fromView !== undefined) {
+      options = { ...fromView, ...definedOnly(options) } as RequestQueueOptions<R>;
+    }
     const order = options.order ?? "throttling-aware";
     if (!ORDERS.includes(order)) {
       throw new RangeError(
@@ -1224,6 +1232,36 @@ export class RequestQueue<R> {
 }
 
 // ---- helpers ----------------------------------------------------------------
+
+/** The queue options a throttler's settings hold, when the view is a throttler. */
+function viewQueueSettings(view: unknown): Partial<RequestQueueOptions<unknown>> | undefined {
+  const settings = (view as { settings?: unknown } | undefined)?.settings as
+    | Partial<Pick<ThrottlerSettings, "queue" | "delayedRequestsWarnThreshold">>
+    | undefined;
+  const q = settings?.queue;
+  if (typeof q !== "object" || q === null) return undefined;
+  const scheduler = (view as { scheduler?: SchedulerLike }).scheduler;
+  return {
+    order: q.order,
+    fifo: q.fifo,
+    depthPriority: q.depthPriority,
+    dedupe: q.dedupe,
+    ...(q.jobDir !== undefined ? { jobDir: q.jobDir } : {}),
+    ...(settings?.delayedRequestsWarnThreshold !== undefined
+      ? { delayedRequestsWarnThreshold: settings.delayedRequestsWarnThreshold }
+      : {}),
+    ...(scheduler !== undefined ? { scheduler } : {}),
+  };
+}
+
+/** The options given, those set to `undefined` left out (so they do not hide a default). */
+function definedOnly<T extends object>(options: T): Partial<T> {
+  const out: Partial<T> = {};
+  for (const [k, v] of Object.entries(options)) {
+    if (v !== undefined) (out as Record<string, unknown>)[k] = v;
+  }
+  return out;
+}
 
 /** The default `scopesOf` from a view that resolves scopes itself (a throttler). */
 function viewScopesOf<R>(view: QueueThrottleView): ((request: R) => QueueScopes) | undefined {

@@ -63,71 +63,79 @@ async function holdingSite(answered: number, count: number, dir: string) {
 }
 
 describe("politely crawl --follow", () => {
-  it("politely crawl --follow --max-depth fetches exactly the linked pages within depth, once each", async () => {
-    const other = await linkedSite(() => ({ "/": "<p>elsewhere</p>" }));
-    const s = await linkedSite((origin) => ({
-      // Fan-out, a cycle back to /, relative links, a nofollow, an off-domain link, a redirect.
-      "/": `<a href="a">a</a> <a href="/b">b</a> <a href="${other.origin}/">x</a>
+  it(
+    "politely crawl --follow --max-depth fetches exactly the linked pages within depth, once each",
+    async () => {
+      const other = await linkedSite(() => ({ "/": "<p>elsewhere</p>" }));
+      const s = await linkedSite((origin) => ({
+        // Fan-out, a cycle back to /, relative links, a nofollow, an off-domain link, a redirect.
+        "/": `<a href="a">a</a> <a href="/b">b</a> <a href="${other.origin}/">x</a>
         <a rel="nofollow" href="/secret">s</a> <a href="/moved">m</a> <a href="#top">t</a>`,
-      "/a": `<a href="/">home</a> <a href="./c?x=1&amp;y=2">c</a> <a href="/a">self</a>`,
-      "/b": `<link rel="next" href="/d"><a href="mailto:me@example.com">mail</a>`,
-      "/moved": { redirect: `${origin}/e` },
-      "/e": `<p>moved here</p><a href="/deep">deeper</a>`,
-      "/c?x=1&y=2": `<a href="/deep">deeper</a>`,
-      "/d": `<meta name="robots" content="noindex, nofollow"><a href="/hidden">h</a>`,
-      "/deep": `<p>depth 2</p>`,
-      "/secret": `<p>never</p>`,
-      "/hidden": `<p>never</p>`,
-    }));
-    const dir = tempDir();
-    const out = join(dir, "out.jsonl");
-    const run = await politely([
-      "crawl",
-      "-",
-      "--follow",
-      "--max-depth",
-      "1",
-      "--quiet",
-      "--output",
-      out,
-      "--set",
-      "ROBOTSTXT_OBEY=false",
-    ], { stdin: `${s.origin}/\n` });
-    expect(run.stderr).toBe("");
-    expect(run.code).toBe(0);
-    const paths = s.arrivals.map((a) => a.path).sort();
-    // Depth 1: the start page's followed links (the redirect's target is
-    // fetched by the redirect itself); not /deep (depth 2), nor the nofollows.
-    expect(paths).toEqual(["/", "/a", "/b", "/e", "/moved"].sort());
-    expect(other.arrivals).toEqual([]);
-    const records = readLines(out);
-    expect(records.map((r) => r.url).sort()).toEqual(
-      ["/", "/a", "/b", "/moved"].map((p) => `${s.origin}${p}`).sort(),
-    );
-    const moved = records.find((r) => r.url === `${s.origin}/moved`)!;
-    expect(moved.finalUrl).toBe(`${s.origin}/e`);
-    expect(moved.contentType).toBe("text/html; charset=utf-8");
-    expect(moved.bytes).toBe('<p>moved here</p><a href="/deep">deeper</a>'.length);
-    expect((moved.headers as Record<string, string>)["content-type"]).toBe(
-      "text/html; charset=utf-8",
-    );
-  });
+        "/a": `<a href="/">home</a> <a href="./c?x=1&amp;y=2">c</a> <a href="/a">self</a>`,
+        "/b": `<link rel="next" href="/d"><a href="mailto:me@example.com">mail</a>`,
+        "/moved": { redirect: `${origin}/e` },
+        "/e": `<p>moved here</p><a href="/deep">deeper</a>`,
+        "/c?x=1&y=2": `<a href="/deep">deeper</a>`,
+        "/d": `<meta name="robots" content="noindex, nofollow"><a href="/hidden">h</a>`,
+        "/deep": `<p>depth 2</p>`,
+        "/secret": `<p>never</p>`,
+        "/hidden": `<p>never</p>`,
+      }));
+      const dir = tempDir();
+      const out = join(dir, "out.jsonl");
+      const run = await politely([
+        "crawl",
+        "-",
+        "--follow",
+        "--max-depth",
+        "1",
+        "--quiet",
+        "--output",
+        out,
+        "--set",
+        "ROBOTSTXT_OBEY=false",
+      ], { stdin: `${s.origin}/\n` });
+      expect(run.stderr).toBe("");
+      expect(run.code).toBe(0);
+      const paths = s.arrivals.map((a) => a.path).sort();
+      // Depth 1: the start page's followed links (the redirect's target is
+      // fetched by the redirect itself); not /deep (depth 2), nor the nofollows.
+      expect(paths).toEqual(["/", "/a", "/b", "/e", "/moved"].sort());
+      expect(other.arrivals).toEqual([]);
+      const records = readLines(out);
+      expect(records.map((r) => r.url).sort()).toEqual(
+        ["/", "/a", "/b", "/moved"].map((p) => `${s.origin}${p}`).sort(),
+      );
+      const moved = records.find((r) => r.url === `${s.origin}/moved`)!;
+      expect(moved.finalUrl).toBe(`${s.origin}/e`);
+      expect(moved.contentType).toBe("text/html; charset=utf-8");
+      expect(moved.bytes).toBe('<p>moved here</p><a href="/deep">deeper</a>'.length);
+      expect((moved.headers as Record<string, string>)["content-type"]).toBe(
+        "text/html; charset=utf-8",
+      );
+    },
+    120_000,
+  );
 
-  it("politely crawl --follow without --max-depth follows every link of the site, each URL once", async () => {
-    const s = await linkedSite(() => ({
-      "/": `<a href="/a">a</a><a href="/b">b</a>`,
-      "/a": `<a href="/b">b</a><a href="/c">c</a><a href="/">home</a>`,
-      "/b": `<a href="/c">c</a><a href="/a">a</a>`,
-      "/c": `<a href="/d">d</a>`,
-      "/d": `<a href="/">home</a>`,
-    }));
-    const run = await politely(
-      ["crawl", "-", "--follow", "--quiet", "--set", "ROBOTSTXT_OBEY=false"],
-      { stdin: `${s.origin}/\n` },
-    );
-    expect(run.code).toBe(0);
-    expect(s.arrivals.map((a) => a.path).sort()).toEqual(["/", "/a", "/b", "/c", "/d"]);
-  });
+  it(
+    "politely crawl --follow without --max-depth follows every link of the site, each URL once",
+    async () => {
+      const s = await linkedSite(() => ({
+        "/": `<a href="/a">a</a><a href="/b">b</a>`,
+        "/a": `<a href="/b">b</a><a href="/c">c</a><a href="/">home</a>`,
+        "/b": `<a href="/c">c</a><a href="/a">a</a>`,
+        "/c": `<a href="/d">d</a>`,
+        "/d": `<a href="/">home</a>`,
+      }));
+      const run = await politely(
+        ["crawl", "-", "--follow", "--quiet", "--set", "ROBOTSTXT_OBEY=false"],
+        { stdin: `${s.origin}/\n` },
+      );
+      expect(run.code).toBe(0);
+      expect(s.arrivals.map((a) => a.path).sort()).toEqual(["/", "/a", "/b", "/c", "/d"]);
+    },
+    120_000,
+  );
 
   it("politely crawl --follow --max-pages stops following at N requests in all", async () => {
     const s = await linkedSite(() => ({
@@ -145,7 +153,7 @@ describe("politely crawl --follow", () => {
     expect(paths[0]).toBe("/");
     expect(paths).toHaveLength(5);
     expect(new Set(paths).size).toBe(5);
-  });
+  }, 120_000);
 
   it("politely crawl --allow-domain widens --follow to another domain", async () => {
     const other = await linkedSite(() => ({ "/": "<p>elsewhere</p>" }));
@@ -167,7 +175,7 @@ describe("politely crawl --follow", () => {
     );
     expect(run.code).toBe(0);
     expect(other.arrivals.map((a) => a.path)).toEqual(["/"]);
-  });
+  }, 120_000);
 
   it("parseCliArgs() checks the link-following options", () => {
     const table: [string[], string][] = [
@@ -191,25 +199,29 @@ describe("politely crawl --follow", () => {
 });
 
 describe("politely crawl --output across runs", () => {
-  it("politely crawl refuses to replace an existing --output without --overwrite, in one line", async () => {
-    const s = await linkedSite(() => ({ "/": "<p>x</p>" }));
-    const dir = tempDir();
-    const out = join(dir, "out.jsonl");
-    writeFileSync(out, '{"url":"kept"}\n');
-    const refused = await politely(["crawl", "-", "--quiet", "--output", out], {
-      stdin: `${s.origin}/\n`,
-    });
-    expect(refused.code).toBe(2);
-    expect(refused.stderr.trim().split("\n")).toHaveLength(1);
-    expect(refused.stderr).toContain(`--output '${out}' already exists: pass --overwrite`);
-    expect(readFileSync(out, "utf8")).toBe('{"url":"kept"}\n');
-    expect(s.arrivals).toEqual([]);
-    const replaced = await politely(["crawl", "-", "--quiet", "--output", out, "--overwrite"], {
-      stdin: `${s.origin}/\n`,
-    });
-    expect(replaced.code).toBe(0);
-    expect(readLines(out).map((r) => r.url)).toEqual([`${s.origin}/`]);
-  });
+  it(
+    "politely crawl refuses to replace an existing --output without --overwrite, in one line",
+    async () => {
+      const s = await linkedSite(() => ({ "/": "<p>x</p>" }));
+      const dir = tempDir();
+      const out = join(dir, "out.jsonl");
+      writeFileSync(out, '{"url":"kept"}\n');
+      const refused = await politely(["crawl", "-", "--quiet", "--output", out], {
+        stdin: `${s.origin}/\n`,
+      });
+      expect(refused.code).toBe(2);
+      expect(refused.stderr.trim().split("\n")).toHaveLength(1);
+      expect(refused.stderr).toContain(`--output '${out}' already exists: pass --overwrite`);
+      expect(readFileSync(out, "utf8")).toBe('{"url":"kept"}\n');
+      expect(s.arrivals).toEqual([]);
+      const replaced = await politely(["crawl", "-", "--quiet", "--output", out, "--overwrite"], {
+        stdin: `${s.origin}/\n`,
+      });
+      expect(replaced.code).toBe(0);
+      expect(readLines(out).map((r) => r.url)).toEqual([`${s.origin}/`]);
+    },
+    120_000,
+  );
 
   it("JsonLinesFile in append mode keeps what is there and cuts a torn last line", () => {
     const dir = tempDir();
@@ -242,36 +254,43 @@ describe("politely crawl --output across runs", () => {
     expect(recentOutputUrls(join(dir, "missing.jsonl")).size).toBe(0);
   });
 
-  it("politely crawl --jobdir resumed after SIGKILL appends to --output: every page once", async () => {
-    // One page at a time; the server holds every request after the 4th
-    // unanswered, and the crawl is killed (no chance to flush or clean up).
-    const dir = tempDir();
-    const { urls, held, release } = await holdingSite(4, 10, dir);
-    const out = join(dir, "out.jsonl");
-    const args = [
-      "crawl",
-      join(dir, "urls.txt"),
-      "--jobdir",
-      join(dir, "job"),
-      "--output",
-      out,
-      "--set",
-      "CONCURRENT_REQUESTS_PER_DOMAIN=1",
-      "--set",
-      "ROBOTSTXT_OBEY=false",
-      "--quiet",
-    ];
-    const first = await politely(args, { interruptWhen: () => held.length > 0, signal: "SIGKILL" });
-    expect(first.code).toBe(null);
-    const before = readLines(out).map((r) => r.url);
-    expect(before).toEqual(urls.slice(0, 4));
-    release();
-    const second = await politely(args);
-    expect(second.code).toBe(0);
-    const all = readLines(out).map((r) => r.url);
-    expect([...all].sort()).toEqual([...urls].sort());
-    expect(new Set(all).size).toBe(all.length);
-  });
+  it(
+    "politely crawl --jobdir resumed after SIGKILL appends to --output: every page once",
+    async () => {
+      // One page at a time; the server holds every request after the 4th
+      // unanswered, and the crawl is killed (no chance to flush or clean up).
+      const dir = tempDir();
+      const { urls, held, release } = await holdingSite(4, 10, dir);
+      const out = join(dir, "out.jsonl");
+      const args = [
+        "crawl",
+        join(dir, "urls.txt"),
+        "--jobdir",
+        join(dir, "job"),
+        "--output",
+        out,
+        "--set",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+        "--set",
+        "ROBOTSTXT_OBEY=false",
+        "--quiet",
+      ];
+      const first = await politely(args, {
+        interruptWhen: () => held.length > 0,
+        signal: "SIGKILL",
+      });
+      expect(first.code).toBe(null);
+      const before = readLines(out).map((r) => r.url);
+      expect(before).toEqual(urls.slice(0, 4));
+      release();
+      const second = await politely(args);
+      expect(second.code).toBe(0);
+      const all = readLines(out).map((r) => r.url);
+      expect([...all].sort()).toEqual([...urls].sort());
+      expect(new Set(all).size).toBe(all.length);
+    },
+    120_000,
+  );
 });
 
 /** (type, target URI, HTTP status) of each record of a WARC file. */
@@ -291,71 +310,86 @@ async function warcRecords(path: string): Promise<[string, string, number | null
 }
 
 describe("politely crawl --warc", () => {
-  it("politely crawl --warc FILE.gz archives a request and a response record per page, readable by warcio", async () => {
-    const s = await linkedSite((origin) => ({
-      "/": `<a href="/a">a</a><a href="/moved">m</a>`,
-      "/a": `<p>a</p>`,
-      "/moved": { redirect: `${origin}/b` },
-      "/b": `<p>b</p>`,
-    }));
-    const dir = tempDir();
-    const warc = join(dir, "crawl.warc.gz");
-    const run = await politely(
-      ["crawl", "-", "--follow", "--quiet", "--warc", warc, "--set", "ROBOTSTXT_OBEY=false"],
-      { stdin: `${s.origin}/\n` },
-    );
-    expect(run.stderr).toBe("");
-    expect(run.code).toBe(0);
-    const records = await warcRecords(warc);
-    expect(records[0]![0]).toBe("warcinfo");
-    const responses = records.filter((r) => r[0] === "response");
-    // The final URL after a redirect is the archived one.
-    expect(responses.map((r) => r[1]).sort()).toEqual(
-      ["/", "/a", "/b"].map((p) => `${s.origin}${p}`).sort(),
-    );
-    expect(responses.every((r) => r[2] === 200)).toBe(true);
-    expect(records.filter((r) => r[0] === "request").length).toBe(3);
-  });
+  it(
+    "politely crawl --warc FILE.gz archives a request and a response record per page, readable by warcio",
+    async () => {
+      const s = await linkedSite((origin) => ({
+        "/": `<a href="/a">a</a><a href="/moved">m</a>`,
+        "/a": `<p>a</p>`,
+        "/moved": { redirect: `${origin}/b` },
+        "/b": `<p>b</p>`,
+      }));
+      const dir = tempDir();
+      const warc = join(dir, "crawl.warc.gz");
+      const run = await politely(
+        ["crawl", "-", "--follow", "--quiet", "--warc", warc, "--set", "ROBOTSTXT_OBEY=false"],
+        { stdin: `${s.origin}/\n` },
+      );
+      expect(run.stderr).toBe("");
+      expect(run.code).toBe(0);
+      const records = await warcRecords(warc);
+      expect(records[0]![0]).toBe("warcinfo");
+      const responses = records.filter((r) => r[0] === "response");
+      // The final URL after a redirect is the archived one.
+      expect(responses.map((r) => r[1]).sort()).toEqual(
+        ["/", "/a", "/b"].map((p) => `${s.origin}${p}`).sort(),
+      );
+      expect(responses.every((r) => r[2] === 200)).toBe(true);
+      expect(records.filter((r) => r[0] === "request").length).toBe(3);
+    },
+    120_000,
+  );
 
-  it("politely crawl --warc resumed after SIGKILL appends: every finished page archived once", async () => {
-    const dir = tempDir();
-    const { urls, held, release } = await holdingSite(3, 6, dir);
-    const warc = join(dir, "crawl.warc");
-    const args = [
-      "crawl",
-      join(dir, "urls.txt"),
-      "--jobdir",
-      join(dir, "job"),
-      "--warc",
-      warc,
-      "--set",
-      "CONCURRENT_REQUESTS_PER_DOMAIN=1",
-      "--set",
-      "ROBOTSTXT_OBEY=false",
-      "--quiet",
-    ];
-    const first = await politely(args, { interruptWhen: () => held.length > 0, signal: "SIGKILL" });
-    expect(first.code).toBe(null);
-    release();
-    const second = await politely(args);
-    // The killed crawl's lock is taken over, with a warning; nothing else is said.
-    expect(second.stderr).toMatch(
-      /^politely: warning: Took over the lock of job directory [^\n]*\n$/,
-    );
-    expect(second.code).toBe(0);
-    const records = await warcRecords(warc);
-    expect(records.filter((r) => r[0] === "warcinfo")).toHaveLength(1);
-    expect(records.filter((r) => r[0] === "response").map((r) => r[1]).sort()).toEqual(
-      [...urls].sort(),
-    );
-  });
+  it(
+    "politely crawl --warc resumed after SIGKILL appends: every finished page archived once",
+    async () => {
+      const dir = tempDir();
+      const { urls, held, release } = await holdingSite(3, 6, dir);
+      const warc = join(dir, "crawl.warc");
+      const args = [
+        "crawl",
+        join(dir, "urls.txt"),
+        "--jobdir",
+        join(dir, "job"),
+        "--warc",
+        warc,
+        "--set",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+        "--set",
+        "ROBOTSTXT_OBEY=false",
+        "--quiet",
+      ];
+      const first = await politely(args, {
+        interruptWhen: () => held.length > 0,
+        signal: "SIGKILL",
+      });
+      expect(first.code).toBe(null);
+      release();
+      const second = await politely(args);
+      // The killed crawl's lock is taken over, with a warning; nothing else is said.
+      expect(second.stderr).toMatch(
+        /^politely: warning: Took over the lock of job directory [^\n]*\n$/,
+      );
+      expect(second.code).toBe(0);
+      const records = await warcRecords(warc);
+      expect(records.filter((r) => r[0] === "warcinfo")).toHaveLength(1);
+      expect(records.filter((r) => r[0] === "response").map((r) => r[1]).sort()).toEqual(
+        [...urls].sort(),
+      );
+    },
+    120_000,
+  );
 
-  it("politely crawl refuses an existing --warc without --overwrite or a crawl to resume", async () => {
-    const dir = tempDir();
-    const warc = join(dir, "old.warc");
-    writeFileSync(warc, "WARC/1.1\r\n");
-    const run = await politely(["crawl", "-", "--quiet", "--warc", warc], { stdin: "" });
-    expect(run.code).toBe(2);
-    expect(run.stderr).toContain(`--warc '${warc}' already exists: pass --overwrite`);
-  });
+  it(
+    "politely crawl refuses an existing --warc without --overwrite or a crawl to resume",
+    async () => {
+      const dir = tempDir();
+      const warc = join(dir, "old.warc");
+      writeFileSync(warc, "WARC/1.1\r\n");
+      const run = await politely(["crawl", "-", "--quiet", "--warc", warc], { stdin: "" });
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain(`--warc '${warc}' already exists: pass --overwrite`);
+    },
+    120_000,
+  );
 });

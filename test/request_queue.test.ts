@@ -462,6 +462,29 @@ describe("RequestQueue with a Throttler as its view", () => {
     expect(out).toEqual(["https://a.example/page", "https://a.example/api/1"]);
   });
 
+  it("RequestQueue takes its defaults from the Throttler's queue settings; options given win", () => {
+    const scheduler = new TestScheduler(() => {});
+    const throttler = createThrottler<string>(
+      { queue: { fifo: true, dedupe: false, order: "priority" } },
+      { scheduler },
+    );
+    const urls = [u("1"), u("2"), u("1")];
+    const drained = (queue: RequestQueue<string>) => {
+      for (const url of urls) queue.enqueue(url);
+      const out: string[] = [];
+      queue.requests$.subscribe((r) => {
+        out.push(r);
+        queue.markDone(r);
+      });
+      return out;
+    };
+    // FIFO and no dedupe, as the settings say (LIFO and a dropped duplicate before).
+    expect(drained(new RequestQueue<string>({ view: throttler }))).toEqual(urls);
+    // Given here, an option wins over the settings.
+    expect(drained(new RequestQueue<string>({ view: throttler, fifo: false, dedupe: true })))
+      .toEqual([u("2"), u("1")]);
+  });
+
   it("Throttler.changes$ names the changed scopes once per dispatch loop, and only while observed", () => {
     const throttler = createThrottler<string>({});
     const seen: (readonly string[])[] = [];
