@@ -125,8 +125,9 @@ export function backoffOn<R, T>(
     );
 
   return (source) =>
-    new Observable<Outcome<R, T>>((subscriber) =>
-      source.subscribe({
+    new Observable<Outcome<R, T>>((subscriber) => {
+      let warned = false;
+      return source.subscribe({
         next: (outcome) => {
           if (requestMeta(outcome.request)?.throttlingDontTrack !== true) apply(outcome);
           const status = outcomeStatus(outcome);
@@ -145,14 +146,27 @@ export function backoffOn<R, T>(
                 });
               }
               if (resubmit(outcome as Outcome<unknown, unknown>)) return;
+            } else if (!warned) {
+              // Retries would stop silently: say why, once.
+              warned = true;
+              throttler.emit({
+                type: "warning",
+                at: throttler.scheduler.now(),
+                code: "backoff-cannot-retry",
+                message:
+                  "backoffOn() cannot retry: an outcome came without the link to the gate that " +
+                  "sent it (an operator between throttleByScope() and backoffOn() built a new " +
+                  "outcome object). Keep the outcome (spread it: { ...outcome, extra }) or put " +
+                  "backoffOn() right after throttleByScope(); these outcomes end exhausted",
+              });
             }
           }
           subscriber.next(retryable ? { ...outcome, exhausted: true } : outcome);
         },
         error: (error) => subscriber.error(error),
         complete: () => subscriber.complete(),
-      })
-    );
+      });
+    });
 
   function apply(outcome: Outcome<R, T>): void {
     const backoff = custom === undefined ? base(outcome) : custom(outcome, base);

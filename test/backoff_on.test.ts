@@ -3,7 +3,7 @@
  * Observables on a `TestScheduler`, every send recorded at its exact frame.
  */
 import { describe, expect, it } from "vitest";
-import { from, mergeMap, Observable, throwError, timer } from "rxjs";
+import { from, map, mergeMap, Observable, of, throwError, timer, VirtualTimeScheduler } from "rxjs";
 import { TestScheduler } from "rxjs/testing";
 import { DownloadFailedError } from "../lib/download_errors.ts";
 import type { ThrottleEvent } from "../lib/events.ts";
@@ -185,6 +185,48 @@ describe("backoffOn()", () => {
       ["http://a.test/0", "response", 3, true],
       ["http://a.test/1", "response", 3, true],
     ]);
+  });
+
+  it("backoffOn() warns once when an operator before it rebuilt the outcomes, so retries cannot happen", () => {
+    const scheduler = new VirtualTimeScheduler();
+    const throttler = createThrottler<string>({}, { scheduler });
+    const events: ThrottleEvent[] = [];
+    throttler.events$.subscribe((e) => events.push(e));
+    const outcomes: Outcome<string, { status: number }>[] = [];
+    from(["http://a.test/0", "http://a.test/1"]).pipe(
+      throttleByScope(throttler, () => of({ status: 429 })),
+      // A new object of the same fields: the gate's link is not among them.
+      map((o): Outcome<string, { status: number }> =>
+        o.kind === "response"
+          ? {
+            kind: "response",
+            request: o.request,
+            response: o.response,
+            scopes: o.scopes,
+            attempt: o.attempt,
+            sentAt: o.sentAt,
+            latencyMs: o.latencyMs,
+          }
+          : o
+      ),
+      backoffOn(throttler, { retry: { times: 2 } }),
+    ).subscribe((o) => outcomes.push(o));
+    scheduler.flush();
+    const warnings = events.filter((e) => e.type === "warning");
+    expect(warnings.map((e) => e.type === "warning" && e.code)).toEqual(["backoff-cannot-retry"]);
+    expect(outcomes.map((o) => [o.attempt, o.exhausted])).toEqual([[1, true], [1, true]]);
+    // Spread, the outcome keeps the link: retried, no warning.
+    const spread: ThrottleEvent[] = [];
+    const t2 = createThrottler<string>({}, { scheduler });
+    t2.events$.subscribe((e) => spread.push(e));
+    from(["http://b.test/0"]).pipe(
+      throttleByScope(t2, () => of({ status: 429 })),
+      map((o) => ({ ...o, seen: true })),
+      backoffOn(t2, { retry: { times: 1 } }),
+    ).subscribe();
+    scheduler.flush();
+    expect(spread.filter((e) => e.type === "warning")).toEqual([]);
+    expect(spread.filter((e) => e.type === "retry")).toHaveLength(1);
   });
 
   it("backoffOn() retries a status the user chose without backing off for it, and stops at the first success", () => {
