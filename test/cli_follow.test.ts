@@ -381,6 +381,44 @@ describe("politely crawl --warc", () => {
   );
 
   it(
+    "politely crawl --save-bodies DIR writes each body to a file that its --output record names",
+    async () => {
+      const s = await linkedSite(() => ({
+        "/": `<a href="/a">a</a>`,
+        "/a": `<p>page a</p>`,
+      }));
+      const dir = tempDir();
+      const out = join(dir, "out.jsonl");
+      const bodies = join(dir, "bodies");
+      const run = await politely(
+        [
+          "crawl",
+          "-",
+          "--follow",
+          "--quiet",
+          "--output",
+          out,
+          "--save-bodies",
+          bodies,
+          "--set",
+          "ROBOTSTXT_OBEY=false",
+        ],
+        { stdin: `${s.origin}/\n` },
+      );
+      expect(run.code).toBe(0);
+      const records = readLines(out);
+      expect(records).toHaveLength(2);
+      const host = new URL(s.origin).host.replace(/[^a-z0-9.-]/gi, "_");
+      for (const r of records) {
+        expect(r.bodyFile as string).toMatch(new RegExp(`^${host}/[0-9a-f]{24}\\.html$`));
+      }
+      const a = records.find((r) => r.url === `${s.origin}/a`)!;
+      expect(readFileSync(join(bodies, a.bodyFile as string), "utf8")).toBe("<p>page a</p>");
+    },
+    120_000,
+  );
+
+  it(
     "politely crawl refuses an existing --warc without --overwrite or a crawl to resume",
     async () => {
       const dir = tempDir();

@@ -58,6 +58,8 @@ export interface CrawlArgs {
   readonly follow: FollowArgs | undefined;
   /** `--warc FILE`: WARC request and response records of every final response (gzip when FILE ends in .gz). */
   readonly warc: string | undefined;
+  /** `--save-bodies DIR`: each final response's body in a file under DIR (`bodyFile` in --output). */
+  readonly saveBodies: string | undefined;
 }
 
 /** Link following (`--follow`, `--max-depth`, `--max-pages`, `--allow-domain`). */
@@ -121,6 +123,7 @@ const CRAWL_OPTIONS =
   --overwrite        replace an existing --output/--events/--warc (refused otherwise)
   --warc FILE        WARC 1.1 request and response records of every response (gzip per
                      record when FILE ends in .gz); with --jobdir a resumed crawl appends
+  --save-bodies DIR  each response's body in a file DIR/HOST/NAME.EXT (bodyFile in --output)
   --follow           follow links of HTML pages (<a href>, <link rel=next>, <base>; not
                      rel=nofollow or meta robots nofollow) on the start URLs' domains
   --max-depth N      with --follow: at most N links away from a start URL
@@ -295,6 +298,7 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
       "redis-prefix": { type: "string" },
       overwrite: { type: "boolean" },
       warc: { type: "string" },
+      "save-bodies": { type: "string" },
       follow: { type: "boolean" },
       "max-depth": { type: "string" },
       "max-pages": { type: "string" },
@@ -326,6 +330,7 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
     redis: parseRedis(values.redis, values["redis-prefix"]),
     overwrite: values.overwrite === true,
     warc: nonEmpty("--warc", values.warc),
+    saveBodies: nonEmpty("--save-bodies", values["save-bodies"]),
     follow: parseFollow(
       values.follow === true,
       values["max-depth"],

@@ -8,6 +8,9 @@
  * @module
  */
 import { firstLine } from "./_first_line.ts";
+import { createHash } from "node:crypto";
+import { mkdir, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import {
   concatMap,
   EMPTY,
@@ -96,6 +99,13 @@ export interface CrawlOptions {
    * the job directory. The writer is the caller's to close.
    */
   readonly warc?: WarcWriter | undefined;
+  /**
+   * Write each final response's body to a file in this directory
+   * (`--save-bodies`): `HOST/NAME.EXT`, NAME from the URL's SHA-256, EXT from
+   * the content type; the `--output` record says which (`bodyFile`). Written
+   * before the request is marked done.
+   */
+  readonly saveBodies?: string | undefined;
   /** Told of each request of the input as it is read (link following learns the start domains). */
   readonly onStart?: (request: RequestObject) => void;
   /**
@@ -340,7 +350,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         warnSizeBytes: settings.download.warnSizeBytes,
         // The outcome lines hold no body: keep it only for link following.
         readBody: options.follow !== undefined,
-        keepBytes: options.warc !== undefined,
+        keepBytes: options.warc !== undefined || options.saveBodies !== undefined,
         onSizeWarning: (w) =>
           throttler.emit({
             type: "warning",
@@ -501,11 +511,14 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
     const alreadyWritten = options.alreadyWritten;
     // Runs before the request is marked done: the archive's records first,
     // then the links (enqueued before the page is done).
-    const discover = warc === undefined
+    const bodies = options.saveBodies;
+    // Runs before the request is marked done: the archive's records and the
+    // body's file first, then the links (enqueued before the page is done).
+    const discover = warc === undefined && bodies === undefined
       ? follow
       : async (o: Outcome<RequestObject, FetchedResponse>) => {
         if (o.kind === "response" && o.response.raw !== undefined) {
-          await warc.write({
+          await warc?.write({
             url: o.response.url,
             method: o.response.sent?.method ?? "GET",
             requestHeaders: o.response.sent?.headers ?? {},
@@ -515,6 +528,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
             body: o.response.raw,
             date: new Date(Number.isFinite(o.sentAt) ? o.sentAt : Date.now()),
           });
+          if (bodies !== undefined) await saveBody(bodies, o.response);
         }
         return follow?.(o);
       };
@@ -533,6 +547,10 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         next: (outcome) => {
           try {
             const record = outcomeRecord(outcome);
+            if (bodies !== undefined && outcome.kind === "response") {
+              const file = bodyFileOf(outcome.response);
+              if (file !== undefined) record.bodyFile = file;
+            }
             const url = record.url;
             const written = typeof url === "string" ? alreadyWritten?.get(url) : undefined;
             if (written !== undefined && written > 0) {
@@ -579,7 +597,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
  */
 export function isWriteError(error: unknown): boolean {
   return error instanceof JsonLinesWriteError || error instanceof JobDirWriteError ||
-    error instanceof WarcWriteError;
+    error instanceof WarcWriteError || error instanceof BodyWriteError;
 }
 
 /** A write error as its own one-line message (it names the file); anything else with its name. */
@@ -590,4 +608,59 @@ function describeFailure(error: unknown): string {
 /** Scopes in order of first appearance; scopes without stats yet last. */
 function rank(stats: CrawlStats, scope: string): number {
   return stats.scopes.get(scope)?.index ?? stats.scopes.size;
+}
+
+const EXTENSIONS: readonly [RegExp, string][] = [
+  [/html/, ".html"],
+  [/json/, ".json"],
+  [/xml/, ".xml"],
+  [/^text\/plain/, ".txt"],
+  [/^text\/css/, ".css"],
+  [/javascript/, ".js"],
+  [/^image\/png/, ".png"],
+  [/^image\/jpe?g/, ".jpg"],
+  [/^application\/pdf/, ".pdf"],
+];
+
+/**
+ * Where `--save-bodies` puts a response's body, relative to its directory:
+ * `HOST/NAME.EXT` (NAME: the first 24 hex digits of the final URL's SHA-256,
+ * so one URL is one file; EXT from the content type, `.bin` when unknown).
+ * `undefined` for a response that is not a fetch download's.
+ */
+export function bodyFileOf(response: unknown): string | undefined {
+  const r = response as Partial<FetchedResponse> | undefined;
+  if (typeof r?.url !== "string" || !(r.headers instanceof Headers)) return undefined;
+  let host: string;
+  try {
+    host = new URL(r.url).host.replace(/[^a-z0-9.-]/gi, "_");
+  } catch {
+    return undefined;
+  }
+  const type = (r.headers.get("content-type") ?? "").toLowerCase();
+  const ext = EXTENSIONS.find(([re]) => re.test(type))?.[1] ?? ".bin";
+  const name = createHash("sha256").update(r.url).digest("hex").slice(0, 24);
+  return `${host}/${name}${ext}`;
+}
+
+async function saveBody(dir: string, response: FetchedResponse): Promise<void> {
+  const file = bodyFileOf(response);
+  if (file === undefined || response.raw === undefined) return;
+  const path = join(dir, file);
+  try {
+    await mkdir(dirname(path), { recursive: true });
+    await writeFile(path, response.raw);
+  } catch (error) {
+    throw new BodyWriteError(path, error);
+  }
+}
+
+/** A body could not be written (`--save-bodies`): one line naming the file. */
+export class BodyWriteError extends Error {
+  override readonly name = "BodyWriteError";
+  constructor(path: string, cause: unknown) {
+    super(`Cannot write body file '${path}': ${(cause as Error)?.message ?? String(cause)}`, {
+      cause,
+    });
+  }
 }

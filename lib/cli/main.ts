@@ -294,6 +294,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       events: files[1],
       ...(alreadyWritten !== undefined ? { alreadyWritten } : {}),
       ...(warc !== undefined ? { warc } : {}),
+      ...(args.saveBodies !== undefined ? { saveBodies: args.saveBodies } : {}),
       ...(follower !== undefined
         ? {
           follow: (o: Parameters<LinkFollower["follow"]>[0]) => follower.follow(o),
