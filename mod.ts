@@ -38,3 +38,5 @@ export * from "./lib/precise_scheduler.ts";
 export * from "./lib/redis_scopes.ts";
 export * from "./lib/shared_download.ts";
 export * from "./lib/shared_backoff.ts";
+export * from "./lib/dashboard/dashboard_aggregator.ts";
+export * from "./lib/dashboard/serve_dashboard.ts";
