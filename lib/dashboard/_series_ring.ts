@@ -30,6 +30,12 @@ export class SeriesRing {
     this.#columns = SERIES_COLUMNS.map(() => new Float64Array(capacity).fill(NaN));
   }
 
+  /** Forget every value (for reuse by another scope); returns this ring. */
+  reset(): this {
+    for (const column of this.#columns) column.fill(NaN);
+    return this;
+  }
+
   /** Write one tick's values at `slot`. */
   write(slot: number, values: Readonly<Record<SeriesColumn, number>>): void {
     for (let c = 0; c < SERIES_COLUMNS.length; c++) {

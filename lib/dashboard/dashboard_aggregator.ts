@@ -146,7 +146,8 @@ export interface DashboardHistory {
 interface Tracked {
   readonly scope: string;
   readonly label: string;
-  readonly ring: SeriesRing;
+  /** Made at the first tick the scope is kept through: most scopes of a broad crawl never get one. */
+  ring: SeriesRing | undefined;
   readonly marks: DashboardMark[];
   newMarks: DashboardMark[] | undefined;
   sent: number;
@@ -157,11 +158,12 @@ interface Tracked {
   tickErrors: number;
   score: number;
   robots: string | undefined;
-  last: ScopeState | undefined;
   row: DashboardRow | undefined;
 }
 
 const SCORE_DECAY = 0.8;
+/** How often a full table may shed its least active half between two ticks. */
+const TRIMS_PER_TICK = 4;
 
 /**
  * Folds a throttler's events into bounded time series. Memory is fixed by
@@ -199,6 +201,8 @@ export class DashboardAggregator {
   readonly #source: DashboardSource;
   readonly #label: (scope: string) => string;
   readonly #tracked = new Map<string, Tracked>();
+  /** Rings of dropped scopes, for the next ones (a broad crawl churns through scopes). */
+  readonly #pool: SeriesRing[] = [];
   /** The time of each slot of the rings, seconds. */
   readonly #clock: Float64Array;
   /** Slots written so far (the next slot is `#ticks % historyPoints`). */
@@ -215,6 +219,7 @@ export class DashboardAggregator {
   #backoffs = 0;
   #holds = 0;
   #untracked = 0;
+  #trimsThisTick = 0;
   #rows: DashboardRow[] = [];
   #subscription: Subscription | undefined;
   readonly #snapshots = new Subject<DashboardSnapshot>();
@@ -264,27 +269,32 @@ export class DashboardAggregator {
 
   /** Fold one event in (`start()` calls it for every event of the source). */
   record(event: ThrottleEvent): void {
+    // Nearly every event is one of these four, once or more per request:
+    // plain branches, before ts-pattern's match (about a microsecond each).
+    // Waits and new scopes show in the scopes' state; too many to log.
+    if (event.type === "request-delayed" || event.type === "scope-created") return;
+    if (event.type === "request-sent") {
+      this.#sent++;
+      for (const s of event.scopes) {
+        const t = this.#track(s);
+        if (t !== undefined) t.tickSent++;
+      }
+      return;
+    }
+    if (event.type === "request-done") {
+      this.#done++;
+      const failed = event.error !== undefined ||
+        (event.status !== undefined && event.status >= 400);
+      if (failed) this.#errors++;
+      for (const s of event.scopes) {
+        const t = this.#track(s);
+        if (t === undefined) continue;
+        t.tickDone++;
+        if (failed) t.tickErrors++;
+      }
+      return;
+    }
     match(event)
-      .with({ type: "request-sent" }, (e) => {
-        this.#sent++;
-        for (const s of e.scopes) {
-          const t = this.#track(s);
-          if (t !== undefined) t.tickSent++;
-        }
-      })
-      .with({ type: "request-done" }, (e) => {
-        this.#done++;
-        const failed = e.error !== undefined || (e.status !== undefined && e.status >= 400);
-        if (failed) this.#errors++;
-        for (const s of e.scopes) {
-          const t = this.#track(s);
-          if (t === undefined) continue;
-          t.tickDone++;
-          if (failed) t.tickErrors++;
-        }
-      })
-      // Counted in the scopes' state; too many to log or mark.
-      .with({ type: "request-delayed" }, { type: "scope-created" }, () => {})
       .with({ type: "scope-evicted" }, (e) => {
         if (e.reason === "limit") this.#logEvent(e, e.scope, `evicted (${e.reason})`);
       })
@@ -348,14 +358,17 @@ export class DashboardAggregator {
     this.#ticks++;
     this.#clock[slot] = now / 1000;
     const perSec = 1000 / this.tickMs;
+    // Trimmed first: a scope dropped now costs no state lookup, row or ring.
+    const ranked = this.#trim();
+    this.#trimsThisTick = 0;
     const marks: Record<string, DashboardMark[]> = {};
-    for (const t of this.#tracked.values()) {
+    for (const t of ranked) {
       const state = this.#source.state(t.scope);
-      if (state !== undefined) t.last = state;
       t.sent += t.tickSent;
       t.done += t.tickDone;
       t.errors += t.tickErrors;
-      t.score = t.score * SCORE_DECAY + t.tickSent + t.tickDone;
+      t.score = activity(t);
+      t.ring ??= this.#pool.pop()?.reset() ?? new SeriesRing(this.historyPoints);
       // An evicted scope keeps its history; its limits are unknown from now on.
       t.ring.write(slot, {
         sent: t.tickSent * perSec,
@@ -391,8 +404,6 @@ export class DashboardAggregator {
         t.newMarks = undefined;
       }
     }
-    const ranked = this.#trim();
-    for (const scope of Object.keys(marks)) if (!this.#tracked.has(scope)) delete marks[scope];
     this.#rows = ranked.map((t) => t.row!);
     const snapshot: DashboardSnapshot = {
       seq: this.#ticks,
@@ -439,7 +450,7 @@ export class DashboardAggregator {
       scope,
       label: t.label,
       t: times,
-      columns: t.ring.read(slots),
+      columns: (t.ring ?? new SeriesRing(this.historyPoints)).read(slots),
       marks: t.marks.filter((m) => m.at >= from),
     };
   }
@@ -450,6 +461,7 @@ export class DashboardAggregator {
     for (const t of ranked.splice(this.maxScopes)) {
       this.#tracked.delete(t.scope);
       this.#untracked++;
+      if (t.ring !== undefined && this.#pool.length < this.maxScopes) this.#pool.push(t.ring);
     }
     return ranked;
   }
@@ -484,14 +496,20 @@ export class DashboardAggregator {
     let t = this.#tracked.get(scope);
     if (t !== undefined) return t;
     // Room for the scopes that appear between two ticks. When that is full
-    // too, the least active half goes at once (counting this tick so far):
-    // one sort per `maxScopes` new scopes, and a busy scope that appears late
-    // still gets in.
-    if (this.#tracked.size >= 2 * this.maxScopes) this.#trim();
+    // too, the least active half goes at once (counting this tick so far),
+    // so that a busy scope that appears late still gets in; but only a few
+    // times a tick: with more busy scopes than room, admitting each would
+    // churn an entry per request (half the crawl's throughput on a benchmark
+    // of 1,000 scopes). Scopes not let in still count in the totals.
+    if (this.#tracked.size >= 2 * this.maxScopes) {
+      if (this.#trimsThisTick >= TRIMS_PER_TICK) return undefined;
+      this.#trimsThisTick++;
+      this.#trim();
+    }
     t = {
       scope,
       label: this.#label(scope),
-      ring: new SeriesRing(this.historyPoints),
+      ring: undefined,
       marks: [],
       newMarks: undefined,
       sent: 0,
@@ -502,7 +520,6 @@ export class DashboardAggregator {
       tickErrors: 0,
       score: 0,
       robots: undefined,
-      last: undefined,
       row: undefined,
     };
     this.#tracked.set(scope, t);
@@ -539,13 +556,14 @@ export class DashboardAggregator {
   }
 }
 
-/** Most active first: the decayed score plus what this tick has counted so far. */
+/** Most active first. */
 function byActivity(a: Tracked, b: Tracked): number {
   return activity(b) - activity(a) || b.sent - a.sent || (a.scope < b.scope ? -1 : 1);
 }
 
+/** The score this tick will give (the decayed score plus this tick's counts so far). */
 function activity(t: Tracked): number {
-  return t.score + t.tickSent + t.tickDone;
+  return t.score * SCORE_DECAY + t.tickSent + t.tickDone;
 }
 
 function ms(value: number): string {
