@@ -40,3 +40,5 @@ export * from "./lib/shared_download.ts";
 export * from "./lib/shared_backoff.ts";
 export * from "./lib/sim/simulate.ts";
 export * from "./lib/sim/site_spec.ts";
+export * from "./lib/dashboard/dashboard_aggregator.ts";
+export * from "./lib/dashboard/serve_dashboard.ts";

@@ -60,6 +60,16 @@ export interface CrawlArgs {
   readonly warc: string | undefined;
   /** `--save-bodies DIR`: each final response's body in a file under DIR (`bodyFile` in --output). */
   readonly saveBodies: string | undefined;
+  /** `--web [HOST:]PORT`: serve a live dashboard of the crawl. */
+  readonly web: WebArgs | undefined;
+}
+
+/** `--web [HOST:]PORT`: where the dashboard listens. */
+export interface WebArgs {
+  /** @default "127.0.0.1" */
+  readonly host: string;
+  /** 0 picks a free port. */
+  readonly port: number;
 }
 
 /** Link following (`--follow`, `--max-depth`, `--max-pages`, `--allow-domain`). */
@@ -91,6 +101,8 @@ export interface DemoArgs {
   readonly output: string | undefined;
   readonly events: string | undefined;
   readonly plain: boolean;
+  /** `--web [HOST:]PORT`. */
+  readonly web: WebArgs | undefined;
 }
 
 /** The commands that have their own help. */
@@ -134,10 +146,12 @@ const CRAWL_OPTIONS =
   --redis URL        share scope limits and backoff with other crawls through Redis,
                      e.g. --redis redis://127.0.0.1:6379 (needs: npm install redis)
   --redis-prefix P   key prefix of the shared limits (default politely:); crawls with the
-                     same URL and prefix share`;
+                     same URL and prefix share
+  --web [HOST:]PORT  serve a live dashboard (plots, scopes, events) while crawling, on
+                     127.0.0.1 unless HOST is given; PORT 0 picks a free one; read-only`;
 
 const DEMO_OPTIONS = `  --duration SECONDS how long to crawl (default 45)
-  --output FILE, --events FILE, --plain as for crawl`;
+  --output FILE, --events FILE, --plain, --web [HOST:]PORT as for crawl`;
 
 const EXIT_STATUS =
   `Exit status: 0 when every request ended (failed requests are outcomes too), 2 for bad
@@ -280,6 +294,7 @@ const COMMON = {
   output: { type: "string" },
   events: { type: "string" },
   plain: { type: "boolean" },
+  web: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -331,6 +346,7 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
     overwrite: values.overwrite === true,
     warc: nonEmpty("--warc", values.warc),
     saveBodies: nonEmpty("--save-bodies", values["save-bodies"]),
+    web: parseWeb(values.web),
     follow: parseFollow(
       values.follow === true,
       values["max-depth"],
@@ -427,7 +443,22 @@ function parseDemo(argv: readonly string[]): DemoArgs | HelpArgs {
     output: nonEmpty("--output", values.output),
     events: nonEmpty("--events", values.events),
     plain: values.plain === true,
+    web: parseWeb(values.web),
   };
+}
+
+/** `--web PORT`, `--web HOST:PORT`, `--web [::1]:PORT`. */
+function parseWeb(value: string | undefined): WebArgs | undefined {
+  if (value === undefined) return undefined;
+  const m = /^(?:(\[[^\]]+\]|[^:]+):)?(\d{1,5})$/.exec(value.trim());
+  const port = Number(m?.[2]);
+  if (m === null || port > 65535) {
+    throw new UsageError(
+      `--web expects [HOST:]PORT, e.g. 8080 or 0.0.0.0:8080 (0 picks a free port): current value is '${value}'`,
+      { seeAlso: undefined },
+    );
+  }
+  return { host: m[1]?.replace(/^\[(.*)\]$/, "$1") ?? "127.0.0.1", port };
 }
 
 function nonEmpty(flag: string, value: unknown): string | undefined {

@@ -108,6 +108,8 @@ export interface CrawlOptions {
   readonly saveBodies?: string | undefined;
   /** Told of each request of the input as it is read (link following learns the start domains). */
   readonly onStart?: (request: RequestObject) => void;
+  /** Told of the crawl's throttler once it exists, before any request (`--web` watches it). */
+  readonly onThrottler?: (throttler: Throttler<RequestObject>) => void;
   /**
    * URLs whose `--output` line a run before this one wrote (a resume, from
    * `recentOutputUrls`): a request fetched again because the kill came
@@ -269,6 +271,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
     ...(options.scheduler !== undefined ? { scheduler: options.scheduler } : {}),
     log: (line) => stderr.write(`${line}\n`),
   });
+  options.onThrottler?.(throttler);
   const scheduler = throttler.scheduler;
   const settings = throttler.settings;
   const stats = new CrawlStats(scheduler.now());

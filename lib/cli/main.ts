@@ -49,6 +49,7 @@ import { simulateCommand } from "./simulate_command.ts";
 import { JobDirLock, JobDirLockedError } from "../job_dir_lock.ts";
 import { openRedisOption, type RedisOption, RedisOptionError } from "./redis_option.ts";
 import { formatSummary } from "./summary.ts";
+import { webOption } from "./web_option.ts";
 
 /** Exit code: every request ended. */
 export const EXIT_OK = 0;
@@ -283,6 +284,11 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     return fail(error instanceof Error ? error.message : String(error));
   }
   const follower = args.follow === undefined ? undefined : new LinkFollower(args.follow);
+  const web = args.web === undefined ? undefined : webOption(args.web, {
+    title: "politely crawl",
+    info: { input: args.input, ...(args.redis !== undefined ? { redis: args.redis.url } : {}) },
+    stderr: process.stderr,
+  });
   const interrupt = stopSignals();
   try {
     const result = await runCrawl({
@@ -302,6 +308,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
         }
         : {}),
       view: viewMode(args.plain, args.quiet),
+      ...(web !== undefined ? { onThrottler: web.onThrottler } : {}),
       stdout: process.stdout,
       stderr: process.stderr,
       stop: interrupt.signal,
@@ -358,6 +365,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     // Still listening for Ctrl-C: a second one quits at once if closing stalls.
     await warc?.close().catch(() => {}); // a failure was reported above
     await redis?.close();
+    await web?.close();
     interrupt.dispose();
   }
 }
@@ -392,6 +400,7 @@ async function demoCommand(args: DemoArgs): Promise<number> {
   }
   const demo = await startDemoSites({ pages: DEMO_PAGES });
   const interrupt = stopSignals();
+  let web: ReturnType<typeof webOption> | undefined;
   try {
     say(
       `politely demo: crawling ${demo.sites.length} simulated sites on loopback for ${args.durationSec}s`,
@@ -401,6 +410,9 @@ async function demoCommand(args: DemoArgs): Promise<number> {
     }
     const durationMs = args.durationSec * 1000;
     const label = demoLabel(demo.sites);
+    web = args.web === undefined
+      ? undefined
+      : webOption(args.web, { title: "politely demo", label, stderr: process.stderr });
     const result = await runCrawl({
       settings: demoSettings(),
       rampup: demoRampup(demo.sites),
@@ -409,6 +421,7 @@ async function demoCommand(args: DemoArgs): Promise<number> {
       output: files[0],
       events: files[1],
       view: viewMode(args.plain, false),
+      ...(web !== undefined ? { onThrottler: web.onThrottler } : {}),
       stdout: process.stdout,
       stderr: process.stderr,
       stop: interrupt.signal,
@@ -440,6 +453,7 @@ async function demoCommand(args: DemoArgs): Promise<number> {
     );
     return cause === undefined ? EXIT_OK : STOP_EXIT[cause];
   } finally {
+    await web?.close();
     interrupt.dispose();
     await demo.close();
   }
