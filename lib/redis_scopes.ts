@@ -83,6 +83,18 @@ export interface ScopeLease {
   readonly expiresAt: number;
 }
 
+/** Options of {@link RedisScopes.acquire}. */
+export interface AcquireOptions {
+  /**
+   * When refused, this process keeps its place in the scopes' queues until the
+   * wait answered plus this long, in ms: it promises to ask again by then
+   * (a process that stops asking, or died, blocks others for at most this
+   * long past its wait). Set it above the longest pause between two asks.
+   * @default 2000
+   */
+  readonly patienceMs?: number;
+}
+
 /** What `acquire` answers. */
 export type AcquireResult =
   | { readonly ok: true; readonly lease: ScopeLease }
@@ -203,14 +215,22 @@ export interface RedisScopes {
   readonly leaseMs: number;
   /**
    * Take a lease in every scope at once, or in none: granted only when every
-   * scope has a free slot, its delay since the last grant has passed and it is
-   * not held.
+   * scope has a free slot that no process waiting longer is owed, its delay
+   * since the last grant has passed and it is not held. A refused process
+   * keeps its place in the queue of each scope that refused it (see
+   * docs/REDIS.md, "Turns").
    *
    * @param scopes The request's scopes (at least one).
    * @param limits One entry per scope, in the same order.
+   * @param options How long a place in a queue outlives the wait.
+   * @throws {RangeError} for limits that do not fit the scopes or a bad option.
    * @throws {RedisScopesError} (as a rejection) when Redis fails.
    */
-  acquire(scopes: readonly string[], limits: readonly ScopeLimits[]): Promise<AcquireResult>;
+  acquire(
+    scopes: readonly string[],
+    limits: readonly ScopeLimits[],
+    options?: AcquireOptions,
+  ): Promise<AcquireResult>;
   /** Give a lease back (idempotent); tells the other processes. */
   release(lease: ScopeLease): Promise<void>;
   /** Push a lease's expiry `leaseMs` further; `false` when it had already expired. */
@@ -244,46 +264,90 @@ end
 `;
 
 /**
- * KEYS: per scope, its lease set then its state hash. ARGV: lease id, lease
- * ms, idle ms, then per scope concurrency and delay.
+ * KEYS: per scope, its lease set, its state hash, its queue of waiting
+ * processes (score: when the process first waited) and their deadlines
+ * (score: when a process that stopped asking loses its turn). ARGV: lease id,
+ * lease ms, idle ms, process id, patience ms, then per scope concurrency and
+ * delay.
+ *
+ * Turns: a process is granted a slot of a scope only while the free slots
+ * outnumber the processes that have waited for it longer. A refused process
+ * joins the queue of each scope that refused it (keeping its place if already
+ * there) and leaves those that would have let it through; a grant takes it
+ * out of them all, so a process that wants more goes to the back.
  */
 const ACQUIRE = NOW + `local id = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
 local idleMs = tonumber(ARGV[3])
-local n = #KEYS / 2
+local pid = ARGV[4]
+local patience = tonumber(ARGV[5])
+local n = #KEYS / 4
 local wait = 0
 local full = 0
 local expiry = -1
+local refused = {}
 for i = 1, n do
-  local leases = KEYS[2 * i - 1]
-  local conc = tonumber(ARGV[2 + 2 * i])
-  local delay = tonumber(ARGV[3 + 2 * i])
+  local leases, state, queue, alive = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+  local conc = tonumber(ARGV[4 + 2 * i])
+  local delay = tonumber(ARGV[5 + 2 * i])
   redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(now))
-  if redis.call('ZCARD', leases) >= conc then
+  local gone = redis.call('ZRANGEBYSCORE', alive, '-inf', fmt(now))
+  if #gone > 0 then
+    redis.call('ZREM', queue, unpack(gone))
+    redis.call('ZREMRANGEBYSCORE', alive, '-inf', fmt(now))
+  end
+  local taken = redis.call('ZCARD', leases)
+  local ahead = redis.call('ZRANK', queue, pid)
+  if not ahead then ahead = redis.call('ZCARD', queue) end
+  refused[i] = false
+  if taken >= conc then
     full = 1
+    refused[i] = true
     local first = redis.call('ZRANGE', leases, 0, 0, 'WITHSCORES')
     local e = tonumber(first[2]) - now
     if expiry < 0 or e < expiry then expiry = e end
+  elseif taken + ahead >= conc then
+    -- Slots are free, but for processes that waited longer: wait as for a full scope.
+    full = 1
+    refused[i] = true
   end
-  local s = redis.call('HMGET', KEYS[2 * i], 'last', 'next', 'hold')
+  local s = redis.call('HMGET', state, 'last', 'next', 'hold')
   local at = 0
   if s[1] then at = tonumber(s[1]) + delay end
   if s[2] and tonumber(s[2]) > at then at = tonumber(s[2]) end
   if s[3] and tonumber(s[3]) > at then at = tonumber(s[3]) end
-  if at - now > wait then wait = at - now end
+  if at > now then
+    refused[i] = true
+    if at - now > wait then wait = at - now end
+  end
 end
 if full == 1 or wait > 0 then
+  local deadline = fmt(now + wait + patience)
+  for i = 1, n do
+    local queue, alive = KEYS[4 * i - 1], KEYS[4 * i]
+    if refused[i] then
+      redis.call('ZADD', queue, 'NX', fmt(now), pid)
+      redis.call('ZADD', alive, deadline, pid)
+      extend(queue, wait + patience + idleMs)
+      extend(alive, wait + patience + idleMs)
+    else
+      -- Not waiting for this scope: holding a place in it would only block others.
+      redis.call('ZREM', queue, pid)
+      redis.call('ZREM', alive, pid)
+    end
+  end
   return {0, fmt(wait), full, fmt(expiry)}
 end
 local expires = now + leaseMs
 for i = 1, n do
-  local leases = KEYS[2 * i - 1]
-  local state = KEYS[2 * i]
-  local delay = tonumber(ARGV[3 + 2 * i])
+  local leases, state, queue, alive = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+  local delay = tonumber(ARGV[5 + 2 * i])
   redis.call('ZADD', leases, fmt(expires), id)
   extend(leases, leaseMs + idleMs)
   redis.call('HSET', state, 'last', fmt(now), 'next', fmt(now + delay))
   extend(state, delay + idleMs)
+  redis.call('ZREM', queue, pid)
+  redis.call('ZREM', alive, pid)
 end
 return {1, fmt(now), fmt(expires)}
 `;
@@ -470,17 +534,29 @@ class RedisScopesStore implements RedisScopes {
     }
   }
 
-  async acquire(scopes: readonly string[], limits: readonly ScopeLimits[]): Promise<AcquireResult> {
+  async acquire(
+    scopes: readonly string[],
+    limits: readonly ScopeLimits[],
+    options: AcquireOptions = {},
+  ): Promise<AcquireResult> {
     if (scopes.length === 0 || limits.length !== scopes.length) {
       throw new RangeError(
         `Cannot acquire a lease as 'limits' must have one entry per scope (at least one): current value is ${limits.length} for ${scopes.length} scopes`,
       );
     }
     const keys: string[] = [];
+    const patienceMs = options.patienceMs ?? 2_000;
+    if (!(patienceMs >= 0) || !Number.isFinite(patienceMs)) {
+      throw new RangeError(
+        `Cannot acquire a lease as 'patienceMs' must be a finite number >= 0: current value is ${patienceMs}`,
+      );
+    }
     const args = [
       `${this.processId}:${++this.#leases}`,
       String(this.leaseMs),
       String(this.#idleTtlMs),
+      this.processId,
+      patienceMs.toFixed(3),
     ];
     for (let i = 0; i < scopes.length; i++) {
       const { concurrency, delayMs } = limits[i]!;
@@ -491,7 +567,13 @@ class RedisScopesStore implements RedisScopes {
           }`,
         );
       }
-      keys.push(this.#leaseKey(scopes[i]!), this.#stateKey(scopes[i]!));
+      const scope = scopes[i]!;
+      keys.push(
+        this.#leaseKey(scope),
+        this.#stateKey(scope),
+        `${this.prefix}queue:${scope}`,
+        `${this.prefix}alive:${scope}`,
+      );
       args.push(String(Math.floor(concurrency)), delayMs.toFixed(3));
     }
     let reply: unknown;

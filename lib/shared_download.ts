@@ -27,6 +27,19 @@ import {
   warnOnThrottler,
 } from "./redis_scopes.ts";
 
+/** A request waiting in its line: asked to ask Redis when its turn comes, or failed with the line. */
+interface LineMember {
+  ask(): void;
+  fail(error: unknown): void;
+}
+
+/**
+ * How long past its wait (`pollMs` at most when a scope is full) this process
+ * keeps its place in a scope's queue in Redis: room for a round trip and a
+ * busy event loop.
+ */
+const PATIENCE_MARGIN_MS = 2_000;
+
 /** What the wrapped download is given: the gate's context and the cluster lease it holds. */
 export interface SharedDownloadContext extends DownloadContext {
   readonly lease: ScopeLease;
@@ -65,6 +78,12 @@ export interface SharedDownloadOptions {
  * renewed while the download runs and given back when it settles, fails, or
  * the pipeline is unsubscribed. A Redis failure becomes an error outcome with
  * a {@link RedisScopesError}; the pipeline goes on.
+ *
+ * Requests with the same scopes wait in line in this process and only the
+ * first asks Redis (a release wakes one asker, not every waiting request);
+ * processes competing for a scope take turns (docs/REDIS.md, "Turns"). An
+ * outcome is emitted before its lease is released, so a hold it brings
+ * (published at once by `shareBackoff`) is in Redis before the slot frees.
  *
  * @param scopes The shared store.
  * @param throttler The throttler the gate uses (its limits are the ones enforced).
@@ -166,9 +185,52 @@ export function sharedDownload<R, T>(
       return { concurrency: Math.max(1, config.concurrency), delayMs: config.delayMs };
     });
 
+  // One request per scope set asks Redis at a time; the others of the set
+  // wait here in order (a release wakes one asker per process, not every
+  // waiting request: no thundering herd). The asker hands over when granted,
+  // or when it goes.
+  const lines = new Map<string, Set<LineMember>>();
+
+  // Redis calls of one turn go out together at its end, releases before
+  // acquires: a release made after the outcome was emitted still reaches
+  // Redis before the acquire of the request that outcome let start, and
+  // after the hold the outcome brought (shareBackoff publishes it in a
+  // microtask queued while the outcome was emitted, so before this one).
+  let outbox: { releases: (() => void)[]; acquires: (() => void)[] } | undefined;
+  const flush = () => {
+    const out = outbox!;
+    outbox = undefined;
+    for (const send of out.releases) send();
+    for (const send of out.acquires) send();
+  };
+  const post = (kind: "releases" | "acquires", send: () => void) => {
+    if (outbox === undefined) {
+      outbox = { releases: [], acquires: [] };
+      queueMicrotask(flush);
+    }
+    outbox[kind].push(send);
+  };
+  const releaseLater = (held: ScopeLease, names: readonly string[]) =>
+    post("releases", () => {
+      let released: Promise<void>;
+      try {
+        released = scopes.release(held);
+      } catch (error) {
+        onError(RedisScopesError.from("release", names, error));
+        return;
+      }
+      released.catch((error) => onError(RedisScopesError.from("release", names, error)));
+    });
+  const patienceMs = pollMs + PATIENCE_MARGIN_MS;
+
   return (request: R, context: DownloadContext) =>
     new Observable<T>((subscriber) => {
       const names = context.scopes;
+      const key = names.join("\n");
+      /** This request's place while it waits in its line (not asking yet). */
+      let member: LineMember | undefined;
+      /** This request is its line's asker. */
+      let asking = false;
       let lease: ScopeLease | undefined;
       let closed = false;
       let step: Subscription | undefined;
@@ -180,27 +242,79 @@ export function sharedDownload<R, T>(
         const held = lease;
         lease = undefined;
         if (held === undefined) return;
-        scopes.release(held).catch((error) =>
-          onError(RedisScopesError.from("release", names, error))
-        );
+        releaseLater(held, names);
+      };
+
+      /** Hand the asking to the next of the line, or close the line. */
+      const passOn = () => {
+        if (!asking) return;
+        asking = false;
+        const line = lines.get(key);
+        if (line === undefined) return;
+        const next = line.values().next();
+        if (next.done === true) {
+          lines.delete(key);
+          return;
+        }
+        line.delete(next.value);
+        next.value.ask();
+      };
+
+      /** Redis failed this line's asker: the requests waiting behind it fail with it. */
+      const failLine = (error: unknown) => {
+        if (!asking) return;
+        asking = false;
+        const line = lines.get(key);
+        lines.delete(key);
+        for (const waiting of [...(line ?? [])]) waiting.fail(error);
+      };
+
+      const join = () => {
+        const line = lines.get(key);
+        if (line === undefined) {
+          lines.set(key, new Set());
+          asking = true;
+          attempt();
+          return;
+        }
+        member = {
+          ask: () => {
+            member = undefined;
+            asking = true;
+            attempt();
+          },
+          fail: (error) => {
+            member = undefined;
+            subscriber.error(error);
+          },
+        };
+        line.add(member);
       };
 
       const attempt = () => {
+        let gone = false;
         step = bounded(
-          () => scopes.acquire(names, limitsOf(names)),
+          () =>
+            new Promise<AcquireResult>((resolve, reject) =>
+              post("acquires", () => {
+                if (gone) return; // unsubscribed before it went out: nothing to ask
+                try {
+                  scopes.acquire(names, limitsOf(names), { patienceMs }).then(resolve, reject);
+                } catch (error) {
+                  reject(error);
+                }
+              })
+            ),
           "acquire",
           names,
           (late) => {
-            if (late.ok) {
-              scopes.release(late.lease).catch((error) =>
-                onError(RedisScopesError.from("release", names, error))
-              );
-            }
+            if (late.ok) releaseLater(late.lease, names);
           },
         ).subscribe({
           next: (result: AcquireResult) => {
             if (result.ok) {
               lease = result.lease;
+              passOn();
               start();
               return;
             }
@@ -223,8 +337,12 @@ export function sharedDownload<R, T>(
               : timer(waitMs, scheduler);
             step = wake.pipe(take(1)).subscribe(() => attempt());
           },
-          error: (error) => subscriber.error(error),
+          error: (error) => {
+            failLine(error);
+            subscriber.error(error);
+          },
         });
+        step.add(() => gone = true);
       };
 
       const start = () => {
@@ -271,16 +389,18 @@ export function sharedDownload<R, T>(
         const innerHolder = new Subscription();
         inner = innerHolder;
         innerHolder.add(input.subscribe({
-          // The release goes out on the connection before the outcome does, so
-          // this process's next acquire reaches Redis after it.
+          // The outcome first, then the release: a hold the outcome brings is
+          // published (by shareBackoff) while it is emitted, so it reaches
+          // Redis before the slot frees. The release still goes out before
+          // the acquire of the request the outcome let start (see `post`).
           next: (value) => {
-            giveBack();
             subscriber.next(value);
+            giveBack();
             subscriber.complete();
           },
           error: (error) => {
-            giveBack();
             subscriber.error(error);
+            giveBack();
           },
           complete: () => {
             giveBack();
@@ -289,9 +409,12 @@ export function sharedDownload<R, T>(
         }));
       };
 
-      attempt();
+      join();
       return () => {
         closed = true;
+        if (member !== undefined) lines.get(key)?.delete(member);
+        member = undefined;
+        passOn();
         step?.unsubscribe();
         inner?.unsubscribe();
         giveBack();

@@ -59,6 +59,43 @@ describe("createRedisScopes()", () => {
     }
   });
 
+  it("createRedisScopes() owes a freed slot to the process that waited for it, not to the one that released it", async () => {
+    const [a, b] = await redisProcesses(2);
+    const limits = [{ concurrency: 1, delayMs: 0 }];
+    const held = leaseOf(await a!.store.acquire(["t"], limits));
+    expect(await b!.store.acquire(["t"], limits)).toMatchObject({ ok: false, full: true });
+    await a!.store.release(held);
+    // a asks first, but b has waited: a is told to wait as for a full scope.
+    expect(await a!.store.acquire(["t"], limits)).toMatchObject({ ok: false, full: true });
+    const turn = leaseOf(await b!.store.acquire(["t"], limits));
+    await b!.store.release(turn);
+    // Then a's turn: b, granted, went to the back (behind a).
+    expect(await b!.store.acquire(["t"], limits)).toMatchObject({ ok: false, full: true });
+    expect((await a!.store.acquire(["t"], limits)).ok).toBe(true);
+  });
+
+  it("createRedisScopes() forgets a waiting process that stops asking once its patience is over", async () => {
+    const [a, b] = await redisProcesses(2);
+    const limits = [{ concurrency: 1, delayMs: 0 }];
+    const held = leaseOf(await a!.store.acquire(["g"], limits));
+    // b waits once, then never asks again (it crashed).
+    expect(await b!.store.acquire(["g"], limits, { patienceMs: 50 })).toMatchObject({ ok: false });
+    await a!.store.release(held);
+    expect(await a!.store.acquire(["g"], limits)).toMatchObject({ ok: false, full: true });
+    await sleep(80); // past b's patience, on Redis's clock too
+    expect((await a!.store.acquire(["g"], limits)).ok).toBe(true);
+  });
+
+  it("createRedisScopes() keeps no place for a process in a scope that would have let it through", async () => {
+    const [a, b, c] = await redisProcesses(3);
+    const one = [{ concurrency: 1, delayMs: 0 }];
+    const blocker = leaseOf(await c!.store.acquire(["y"], one));
+    // a waits for x and y at once: only y refuses it, so a holds no place in x.
+    expect(await a!.store.acquire(["x", "y"], [...one, ...one])).toMatchObject({ ok: false });
+    expect((await b!.store.acquire(["x"], one)).ok).toBe(true);
+    await c!.store.release(blocker);
+  });
+
   it("createRedisScopes() answers how long the delay has left", async () => {
     const [a, b] = await redisProcesses(2);
     leaseOf(await a!.store.acquire(["w"], [{ concurrency: 5, delayMs: 10_000 }]));

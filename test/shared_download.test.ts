@@ -317,6 +317,96 @@ describe("sharedDownload() lease bookkeeping", () => {
   });
 });
 
+describe("sharedDownload() lines", () => {
+  /** Four requests of one scope, all admitted locally, through a scripted store. */
+  function fourInLine() {
+    const scheduler = testScheduler();
+    const { store, script } = scriptedStore();
+    const throttler = createThrottler<string>(
+      { adaptive: false, concurrentRequestsPerDomain: 4, downloadDelayMs: 0 },
+      { scheduler },
+    );
+    const outcomes: Outcome<string, number>[] = [];
+    const subscription = from([1, 2, 3, 4].map((i) => `http://a.test/${i}`)).pipe(
+      throttleByScope(
+        throttler,
+        sharedDownload(store, throttler, () => of(200), { scheduler, pollMs: 60_000 }),
+      ),
+    ).subscribe((o) => outcomes.push(o));
+    onCleanup(() => subscription.unsubscribe());
+    return { script, outcomes, subscription, throttler };
+  }
+
+  it("sharedDownload() has one request of a scope set ask Redis at a time, the others waiting in line", async () => {
+    const { script, outcomes, throttler } = fourInLine();
+    await settle();
+    expect(throttler.active).toBe(4);
+    expect(script.acquires).toHaveLength(1);
+    script.acquires[0]!.answer({ ok: false, waitMs: 0, full: true, expiresInMs: 60_000 });
+    await settle();
+    script.releases$.next(["a.test"]); // wakes the one asker, not four
+    await settle();
+    expect(script.acquires).toHaveLength(2);
+    script.grant(1);
+    await settle();
+    // Granted: the next in line asks at once.
+    expect(outcomes).toHaveLength(1);
+    expect(script.acquires).toHaveLength(3);
+    script.grant(2);
+    await settle();
+    script.grant(3);
+    await settle();
+    script.grant(4);
+    await settle();
+    expect(outcomes.map((o) => o.kind)).toEqual(Array(4).fill("response"));
+    expect(script.acquires).toHaveLength(5);
+  });
+
+  it("sharedDownload() fails the requests waiting behind an asker whose Redis call failed", async () => {
+    const { script, outcomes } = fourInLine();
+    await settle();
+    script.acquires[0]!.fail(new Error("socket closed"));
+    await settle();
+    expect(script.acquires).toHaveLength(1);
+    expect(outcomes).toHaveLength(4);
+    for (const outcome of outcomes) {
+      expect(outcome).toMatchObject({
+        kind: "error",
+        error: { name: "RedisScopesError", operation: "acquire" },
+      });
+    }
+  });
+
+  it("sharedDownload() hands the asking on when the asker is unsubscribed, and forgets a waiter that went", async () => {
+    const scheduler = testScheduler();
+    const { store, script } = scriptedStore();
+    const throttler = createThrottler<string>({ concurrentRequestsPerDomain: 4 }, { scheduler });
+    const download = sharedDownload(store, throttler, () => of(200), { scheduler, pollMs: 60_000 });
+    const context = (scopes: readonly string[]) => ({
+      signal: new AbortController().signal,
+      attempt: 1,
+      scopes,
+    });
+    const first = from(download("http://a.test/1", context(["a.test"]))).subscribe();
+    const second = from(download("http://a.test/2", context(["a.test"]))).subscribe();
+    const got: number[] = [];
+    const third = from(download("http://a.test/3", context(["a.test"]))).subscribe((v) =>
+      got.push(v)
+    );
+    onCleanup(() => [first, second, third].forEach((s) => s.unsubscribe()));
+    await settle();
+    expect(script.acquires).toHaveLength(1);
+    second.unsubscribe(); // waiting in line: leaves it
+    first.unsubscribe(); // the asker: the third asks now
+    await settle();
+    expect(script.acquires).toHaveLength(2);
+    script.grant(1);
+    await settle();
+    expect(got).toEqual([200]);
+    expect(script.acquires).toHaveLength(2);
+  });
+});
+
 /** A loopback server that answers 200 after `ms` and counts the most requests it had in flight at once. */
 async function slowServer(ms: number) {
   let inFlight = 0;
@@ -409,6 +499,34 @@ describe("sharedDownload()", () => {
       expect(granted[i]! - granted[i - 1]!).toBeGreaterThanOrEqual(delayMs - 1);
     }
   });
+
+  it(
+    "sharedDownload() gives two processes competing for one slot their turns: neither is starved",
+    async () => {
+      const procs = await redisProcesses(2);
+      const grants: { p: number; at: number }[] = [];
+      const perProcess = 40;
+      const runs = procs.map(({ store }, p) => {
+        const throttler = createThrottler({ concurrentRequestsPerDomain: 1, downloadDelayMs: 0 });
+        const download = sharedDownload(store, throttler, (_url: string, ctx) => {
+          grants.push({ p, at: ctx.lease.grantedAt });
+          return Promise.resolve(200);
+        });
+        const urls = Array.from({ length: perProcess }, (_, i) => `http://fair.test/p${p}/${i}`);
+        return lastValueFrom(from(urls).pipe(throttleByScope(throttler, download), toArray()));
+      });
+      const outcomes = (await Promise.all(runs)).flat();
+      expect(outcomes.map((o) => o.kind)).toEqual(Array(2 * perProcess).fill("response"));
+      // While both still had requests to send (the first perProcess grants),
+      // each had a fair part of the turns: at least a quarter.
+      grants.sort((x, y) => x.at - y.at);
+      const first = grants.slice(0, perProcess);
+      for (const p of [0, 1]) {
+        expect(first.filter((g) => g.p === p).length).toBeGreaterThanOrEqual(perProcess / 4);
+      }
+    },
+    60_000,
+  );
 
   it("sharedDownload() releases the lease when the pipeline is unsubscribed mid-download", async () => {
     const [a] = await redisProcesses(1);
