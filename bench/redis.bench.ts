@@ -1,16 +1,17 @@
 /**
  * Shared limits through Redis at high request rates (issue 15): 1, 2, 4 and 8
  * processes, each sending `--requests` instant requests over `--scopes`
- * scopes at a global concurrency of 64 through `throttleByScope` and
+ * scopes (`--per-scope` at once per scope across all processes, default 2)
+ * at a concurrency of 64 per process through `throttleByScope` and
  * `sharedDownload` on one Redis (127.0.0.1:$REDIS_PORT, 6390 by default).
  *
  * Per row: total requests/s of all processes, Redis round trips (commands the
- * stores sent) and script calls per request, the wait for a lease (p50/p99,
+ * stores sent), script calls and acquires (asked of the store) per request, the wait for a lease (p50/p99,
  * from the local slot to the grant), client CPU per request, and failed
  * requests. Each process is its own `node --import tsx` child; they start
  * together at a time the parent gives them.
  *
- * Run: `npx tsx bench/redis.bench.ts [--requests 20000] [--procs 1,2,4,8] [--scopes 100]`.
+ * Run: `npx tsx bench/redis.bench.ts [--requests 20000] [--procs 1,2,4,8] [--scopes 100] [--per-scope 2]`.
  *
  * @module
  */
@@ -28,7 +29,11 @@ import {
   reportToParent,
   runChild,
 } from "./_harness.ts";
-import { createRedisScopes, type RedisScopesClient } from "../lib/redis_scopes.ts";
+import {
+  createRedisScopes,
+  type RedisScopes,
+  type RedisScopesClient,
+} from "../lib/redis_scopes.ts";
 import { sharedDownload } from "../lib/shared_download.ts";
 import { createThrottler } from "../lib/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
@@ -42,6 +47,7 @@ interface ChildResult {
   readonly firstFailure: string | undefined;
   readonly commands: number;
   readonly scripts: number;
+  readonly acquires: number;
   readonly startedAt: number;
   readonly endedAt: number;
   readonly cpuMs: number;
@@ -53,6 +59,7 @@ async function child(argv: readonly string[]): Promise<void> {
   const tag = argValue(argv, "tag")!;
   const requests = Number(argValue(argv, "requests"));
   const scopes = Number(argValue(argv, "scopes"));
+  const perScope = Number(argValue(argv, "per-scope"));
   const startAt = Number(argValue(argv, "start"));
   const client = createClient({ socket: { host: "127.0.0.1", port: PORT } });
   client.on("error", () => {});
@@ -67,10 +74,27 @@ async function child(argv: readonly string[]): Promise<void> {
     },
     duplicate: () => client.duplicate(),
   };
-  const store = await createRedisScopes(counted, { prefix, processId: tag });
+  const real = await createRedisScopes(counted, { prefix, processId: tag });
+  let acquires = 0;
+  const store: RedisScopes = {
+    prefix: real.prefix,
+    processId: real.processId,
+    leaseMs: real.leaseMs,
+    acquire: (...a) => {
+      acquires++;
+      return real.acquire(...a);
+    },
+    release: (lease) => real.release(lease),
+    renew: (lease) => real.renew(lease),
+    publishBackoff: (m) => real.publishBackoff(m),
+    messages$: real.messages$,
+    released$: real.released$,
+    close: () => real.close(),
+  };
   const throttler = createThrottler<string>({
     adaptive: false,
     concurrentRequests: 64,
+    concurrentRequestsPerDomain: perScope,
     downloadDelayMs: 0,
   });
   const waits: number[] = [];
@@ -90,6 +114,7 @@ async function child(argv: readonly string[]): Promise<void> {
   );
   const commandsBefore = commands;
   const scriptsBefore = scripts;
+  const acquiresBefore = acquires;
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, startAt - Date.now())));
   const cpu0 = process.cpuUsage();
   const startedAt = Date.now();
@@ -106,6 +131,7 @@ async function child(argv: readonly string[]): Promise<void> {
       firstFailure: failures[0]?.kind === "error" ? String(failures[0].error) : undefined,
       commands: commands - commandsBefore,
       scripts: scripts - scriptsBefore,
+      acquires: acquires - acquiresBefore,
       startedAt,
       endedAt,
       cpuMs: (cpu.user + cpu.system) / 1000,
@@ -119,6 +145,7 @@ async function child(argv: readonly string[]): Promise<void> {
 async function parent(argv: readonly string[]): Promise<void> {
   const requests = Number(argValue(argv, "requests") ?? 20_000);
   const scopes = Number(argValue(argv, "scopes") ?? 100);
+  const perScope = Number(argValue(argv, "per-scope") ?? 2);
   const procs = (argValue(argv, "procs") ?? "1,2,4,8").split(",").map(Number);
   const admin = createClient({ socket: { host: "127.0.0.1", port: PORT } });
   await admin.connect();
@@ -139,6 +166,8 @@ async function parent(argv: readonly string[]): Promise<void> {
           String(requests),
           "--scopes",
           String(scopes),
+          "--per-scope",
+          String(perScope),
           "--start",
           String(start),
         ])),
@@ -155,6 +184,7 @@ async function parent(argv: readonly string[]): Promise<void> {
       fmtInt(total / seconds),
       fmtFixed(results.reduce((s, r) => s + r.commands, 0) / total),
       fmtFixed(results.reduce((s, r) => s + r.scripts, 0) / total),
+      fmtFixed(results.reduce((s, r) => s + r.acquires, 0) / total),
       fmtFixed(percentile(waits, 0.5), 1),
       fmtFixed(percentile(waits, 0.99), 1),
       fmtInt((results.reduce((s, r) => s + r.cpuMs, 0) * 1000) / total),
@@ -166,7 +196,7 @@ async function parent(argv: readonly string[]): Promise<void> {
   console.log(
     `### Shared limits through Redis: ${
       fmtInt(requests)
-    } instant requests per process over ${scopes} scopes, concurrency 64\n`,
+    } instant requests per process over ${scopes} scopes (${perScope} at once per scope, shared), concurrency 64 per process\n`,
   );
   console.log(markdownTable(
     [
@@ -174,6 +204,7 @@ async function parent(argv: readonly string[]): Promise<void> {
       "requests/s (all)",
       "round trips / request",
       "script calls / request",
+      "acquires / request",
       "lease wait p50 ms",
       "p99 ms",
       "client CPU us / request",

@@ -276,20 +276,21 @@ end
  * there) and leaves those that would have let it through; a grant takes it
  * out of them all, so a process that wants more goes to the back.
  */
-const ACQUIRE = NOW + `local id = ARGV[1]
-local leaseMs = tonumber(ARGV[2])
-local idleMs = tonumber(ARGV[3])
-local pid = ARGV[4]
-local patience = tonumber(ARGV[5])
-local n = #KEYS / 4
+const ACQUIRE = `local function acquire(keys, argv)
+local id = argv[1]
+local leaseMs = tonumber(argv[2])
+local idleMs = tonumber(argv[3])
+local pid = argv[4]
+local patience = tonumber(argv[5])
+local n = #keys / 4
 local wait = 0
 local full = 0
 local expiry = -1
 local refused = {}
 for i = 1, n do
-  local leases, state, queue, alive = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  local conc = tonumber(ARGV[4 + 2 * i])
-  local delay = tonumber(ARGV[5 + 2 * i])
+  local leases, state, queue, alive = keys[4 * i - 3], keys[4 * i - 2], keys[4 * i - 1], keys[4 * i]
+  local conc = tonumber(argv[4 + 2 * i])
+  local delay = tonumber(argv[5 + 2 * i])
   redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(now))
   local gone = redis.call('ZRANGEBYSCORE', alive, '-inf', fmt(now))
   if #gone > 0 then
@@ -324,7 +325,7 @@ end
 if full == 1 or wait > 0 then
   local deadline = fmt(now + wait + patience)
   for i = 1, n do
-    local queue, alive = KEYS[4 * i - 1], KEYS[4 * i]
+    local queue, alive = keys[4 * i - 1], keys[4 * i]
     if refused[i] then
       redis.call('ZADD', queue, 'NX', fmt(now), pid)
       redis.call('ZADD', alive, deadline, pid)
@@ -340,8 +341,8 @@ if full == 1 or wait > 0 then
 end
 local expires = now + leaseMs
 for i = 1, n do
-  local leases, state, queue, alive = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  local delay = tonumber(ARGV[5 + 2 * i])
+  local leases, state, queue, alive = keys[4 * i - 3], keys[4 * i - 2], keys[4 * i - 1], keys[4 * i]
+  local delay = tonumber(argv[5 + 2 * i])
   redis.call('ZADD', leases, fmt(expires), id)
   extend(leases, leaseMs + idleMs)
   redis.call('HSET', state, 'last', fmt(now), 'next', fmt(now + delay))
@@ -350,12 +351,37 @@ for i = 1, n do
   redis.call('ZREM', alive, pid)
 end
 return {1, fmt(now), fmt(expires)}
+end
 `;
 
-/** KEYS: lease sets. ARGV: lease id, channel, message. */
-const RELEASE = `for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
-redis.call('PUBLISH', ARGV[2], ARGV[3])
-return 1
+/**
+ * Several acquires and releases in one round trip, on one reading of the
+ * clock. ARGV: channel, release message ('' for none), number of operations,
+ * then per operation its kind ('r' or 'a'), its number of keys, its number of
+ * arguments and the arguments; KEYS: the operations' keys in turn (a release:
+ * its lease sets; an acquire: as `acquire` above). Answers one reply per
+ * operation. Releases come first in a batch, so an acquire in it finds their
+ * slots free; the release message goes out once, after them all.
+ */
+const BATCH = NOW + ACQUIRE + `local channel, message = ARGV[1], ARGV[2]
+local k, a = 1, 4
+local out = {}
+for o = 1, tonumber(ARGV[3]) do
+  local kind, nk, na = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local keys, argv = {}, {}
+  for i = 1, nk do keys[i] = KEYS[k + i - 1] end
+  for i = 1, na do argv[i] = ARGV[a + 2 + i] end
+  k = k + nk
+  a = a + 3 + na
+  if kind == 'r' then
+    for i = 1, nk do redis.call('ZREM', keys[i], argv[1]) end
+    out[o] = 1
+  else
+    out[o] = acquire(keys, argv)
+  end
+end
+if message ~= '' then redis.call('PUBLISH', channel, message) end
+return out
 `;
 
 /** KEYS: lease sets. ARGV: lease id, lease ms, idle ms. Returns how many it renewed. */
@@ -383,10 +409,9 @@ redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 `;
 
-type ScriptName = "acquire" | "release" | "renew" | "publish";
+type ScriptName = "batch" | "renew" | "publish";
 const SCRIPTS: Readonly<Record<ScriptName, string>> = {
-  acquire: ACQUIRE,
-  release: RELEASE,
+  batch: BATCH,
   renew: RENEW,
   publish: PUBLISH,
 };
@@ -440,6 +465,19 @@ function checkMs(name: string, value: number, min: number): void {
   }
 }
 
+/** The most acquires and releases in one script call (keeps one call's time in Redis short). */
+const MAX_BATCH = 256;
+
+/** An acquire or release waiting for its batch to be sent. */
+interface BatchOp {
+  readonly kind: "a" | "r";
+  readonly keys: readonly string[];
+  readonly args: readonly string[];
+  readonly scopes: readonly string[];
+  readonly resolve: (reply: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
+
 class RedisScopesStore implements RedisScopes {
   readonly prefix: string;
   readonly processId: string;
@@ -451,6 +489,8 @@ class RedisScopesStore implements RedisScopes {
   readonly #messages = new Subject<SharedMessage>();
   readonly #released = new Subject<readonly string[]>();
   #subscriber: RedisScopesSubscriber | undefined;
+  /** This turn's acquires and releases, not sent yet. */
+  #batch: BatchOp[] | undefined;
   #leases = 0;
 
   readonly messages$: Observable<SharedMessage> = this.#messages.asObservable();
@@ -522,6 +562,63 @@ class RedisScopesStore implements RedisScopes {
     return `${this.prefix}state:${scope}`;
   }
 
+  /**
+   * Add an acquire or release to this turn's batch: everything asked in one
+   * turn goes to Redis in one script call at its end (releases first), so a
+   * process that releases and acquires at once pays one round trip, and a
+   * release wakes the others once per turn, not once per lease.
+   */
+  #enqueue(op: Omit<BatchOp, "resolve" | "reject">): Promise<unknown> {
+    let batch = this.#batch;
+    if (batch === undefined) {
+      const fresh: BatchOp[] = [];
+      batch = fresh;
+      this.#batch = fresh;
+      queueMicrotask(() => this.#send(fresh));
+    }
+    // A full batch goes as it is; later calls of the turn start the next one.
+    if (batch.length + 1 >= MAX_BATCH) this.#batch = undefined;
+    const ops = batch;
+    return new Promise((resolve, reject) => ops.push({ ...op, resolve, reject }));
+  }
+
+  #send(batch: BatchOp[]): void {
+    if (this.#batch === batch) this.#batch = undefined;
+    const ops = [
+      ...batch.filter((op) => op.kind === "r"),
+      ...batch.filter((op) => op.kind === "a"),
+    ];
+    const released = [...new Set(ops.flatMap((op) => op.kind === "r" ? op.scopes : []))];
+    const message: SharedReleaseMessage | undefined = released.length === 0
+      ? undefined
+      : { type: "release", from: this.processId, scopes: released };
+    const keys: string[] = [];
+    const args = [
+      this.#channel,
+      message === undefined ? "" : JSON.stringify(message),
+      String(ops.length),
+    ];
+    for (const op of ops) {
+      keys.push(...op.keys);
+      args.push(op.kind, String(op.keys.length), String(op.args.length), ...op.args);
+    }
+    let reply: Promise<unknown>;
+    try {
+      reply = this.#run("batch", keys, args);
+    } catch (error) {
+      reply = Promise.reject(error);
+    }
+    reply.then(
+      (replies) => {
+        const each = replies as readonly unknown[];
+        ops.forEach((op, i) => op.resolve(each[i]));
+      },
+      (error) => {
+        for (const op of ops) op.reject(error);
+      },
+    );
+  }
+
   async #run(name: ScriptName, keys: readonly string[], args: readonly string[]): Promise<unknown> {
     const sha = this.#shas.get(name)!;
     const tail = [String(keys.length), ...keys, ...args];
@@ -578,7 +675,7 @@ class RedisScopesStore implements RedisScopes {
     }
     let reply: unknown;
     try {
-      reply = await this.#run("acquire", keys, args);
+      reply = await this.#enqueue({ kind: "a", keys, args, scopes });
     } catch (error) {
       throw RedisScopesError.from("acquire", scopes, error);
     }
@@ -604,17 +701,13 @@ class RedisScopesStore implements RedisScopes {
   }
 
   async release(lease: ScopeLease): Promise<void> {
-    const message: SharedReleaseMessage = {
-      type: "release",
-      from: this.processId,
-      scopes: lease.scopes,
-    };
     try {
-      await this.#run(
-        "release",
-        lease.scopes.map((s) => this.#leaseKey(s)),
-        [lease.id, this.#channel, JSON.stringify(message)],
-      );
+      await this.#enqueue({
+        kind: "r",
+        keys: lease.scopes.map((s) => this.#leaseKey(s)),
+        args: [lease.id],
+        scopes: lease.scopes,
+      });
     } catch (error) {
       throw RedisScopesError.from("release", lease.scopes, error);
     }

@@ -9,11 +9,19 @@ import { afterEach, describe, expect, it } from "vitest";
 import {
   type AcquireResult,
   createRedisScopes,
+  type RedisScopesClient,
   RedisScopesError,
   type ScopeLease,
   type SharedMessage,
 } from "../lib/redis_scopes.ts";
-import { connectRedis, redisProcesses, runCleanups, sleep, until } from "./_helpers/redis.ts";
+import {
+  connectRedis,
+  onCleanup,
+  redisProcesses,
+  runCleanups,
+  sleep,
+  until,
+} from "./_helpers/redis.ts";
 
 afterEach(runCleanups);
 
@@ -94,6 +102,33 @@ describe("createRedisScopes()", () => {
     expect(await a!.store.acquire(["x", "y"], [...one, ...one])).toMatchObject({ ok: false });
     expect((await b!.store.acquire(["x"], one)).ok).toBe(true);
     await c!.store.release(blocker);
+  });
+
+  it("createRedisScopes() sends the acquires and releases of one turn in one round trip, releases first", async () => {
+    const [b] = await redisProcesses(1); // the prefix and its clean-up
+    const client = await connectRedis();
+    let calls = 0;
+    const counting: RedisScopesClient = {
+      sendCommand: (args) => {
+        if (args[0] === "EVALSHA" || args[0] === "EVAL") calls++;
+        return client.sendCommand([...args]);
+      },
+      duplicate: () => client.duplicate(),
+    };
+    const a = await createRedisScopes(counting, { prefix: b!.store.prefix, processId: "a" });
+    onCleanup(() => a.close());
+    const one = [{ concurrency: 1, delayMs: 0 }];
+    const held = leaseOf(await a.acquire(["o"], one));
+    expect(calls).toBe(1);
+    // Asked in this order in one turn: the acquire still finds the slot free.
+    const [next, , other] = await Promise.all([
+      a.acquire(["o"], one),
+      a.release(held),
+      a.acquire(["p"], one),
+    ]);
+    expect(calls).toBe(2);
+    expect(next.ok).toBe(true);
+    expect(other.ok).toBe(true);
   });
 
   it("createRedisScopes() answers how long the delay has left", async () => {
