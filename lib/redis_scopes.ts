@@ -138,6 +138,11 @@ export interface SharedReleaseMessage {
   readonly type: "release";
   readonly from: string;
   readonly scopes: readonly string[];
+  /**
+   * Per scope, the process whose turn it is next ('' when none waits): only
+   * it asks again (`released$` of the others leaves the scope out).
+   */
+  readonly next?: readonly string[];
 }
 
 /** Everything on the channel. */
@@ -243,7 +248,10 @@ export interface RedisScopes {
   publishBackoff(message: Omit<SharedBackoffMessage, "type" | "from">): Promise<void>;
   /** The other processes' messages (never this process's own). */
   readonly messages$: Observable<SharedMessage>;
-  /** Scopes with a released lease, from this process (at once) or another (by message). */
+  /**
+   * Scopes with a released lease, from this process (at once) or another (by
+   * message), for which it is this process's turn or nobody's.
+   */
   readonly released$: Observable<readonly string[]>;
   /** Close the pub/sub connection (the client given stays open). */
   close(): Promise<void>;
@@ -356,16 +364,19 @@ end
 
 /**
  * Several acquires and releases in one round trip, on one reading of the
- * clock. ARGV: channel, release message ('' for none), number of operations,
- * then per operation its kind ('r' or 'a'), its number of keys, its number of
- * arguments and the arguments; KEYS: the operations' keys in turn (a release:
- * its lease sets; an acquire: as `acquire` above). Answers one reply per
- * operation. Releases come first in a batch, so an acquire in it finds their
- * slots free; the release message goes out once, after them all.
+ * clock. ARGV: channel, process id, number of operations, then per operation
+ * its kind ('r' or 'a'), its number of keys, its number of arguments and the
+ * arguments; KEYS: the operations' keys in turn (a release: per scope its
+ * lease set and queue, arguments the lease id then the scopes; an acquire: as
+ * `acquire` above). Answers one reply per operation (a release: per scope the
+ * process first in its queue, '' for none). Releases come first in a batch,
+ * so an acquire in it finds their slots free; one release message goes out,
+ * after them all, naming per scope the process whose turn it is.
  */
-const BATCH = NOW + ACQUIRE + `local channel, message = ARGV[1], ARGV[2]
+const BATCH = NOW + ACQUIRE + `local channel, pid = ARGV[1], ARGV[2]
 local k, a = 1, 4
 local out = {}
+local released, nexts = {}, {}
 for o = 1, tonumber(ARGV[3]) do
   local kind, nk, na = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local keys, argv = {}, {}
@@ -374,13 +385,24 @@ for o = 1, tonumber(ARGV[3]) do
   k = k + nk
   a = a + 3 + na
   if kind == 'r' then
-    for i = 1, nk do redis.call('ZREM', keys[i], argv[1]) end
-    out[o] = 1
+    -- keys: per scope its lease set and its queue. The process whose turn it
+    -- is next is named, so only it asks again.
+    local heads = {}
+    for i = 1, nk / 2 do
+      redis.call('ZREM', keys[2 * i - 1], argv[1])
+      local head = redis.call('ZRANGE', keys[2 * i], 0, 0)[1] or ''
+      heads[i] = head
+      released[#released + 1] = argv[1 + i]
+      nexts[#nexts + 1] = head
+    end
+    out[o] = heads
   else
     out[o] = acquire(keys, argv)
   end
 end
-if message ~= '' then redis.call('PUBLISH', channel, message) end
+if #released > 0 then
+  redis.call('PUBLISH', channel, cjson.encode({type = 'release', from = pid, scopes = released, next = nexts}))
+end
 return out
 `;
 
@@ -547,11 +569,30 @@ class RedisScopesStore implements RedisScopes {
     }
     if (typeof message !== "object" || message === null || message.from === this.processId) return;
     if (message.type === "release" && Array.isArray(message.scopes)) {
-      this.#released.next(message.scopes);
+      const wake = this.#myTurn(message.scopes, message.next);
+      if (wake.length > 0) this.#released.next(wake);
       this.#messages.next(message);
     } else if (message.type === "backoff" && typeof message.scope === "string") {
       this.#messages.next(message);
     }
+  }
+
+  /**
+   * The released scopes this process's waiting requests should ask for: those
+   * whose turn is this process's, or nobody's (no process queued). `heads`
+   * is what the release script answered (per scope, the process first in the
+   * queue, '' for none); anything else wakes every scope.
+   */
+  #myTurn(scopes: readonly string[], heads: unknown): readonly string[] {
+    if (!Array.isArray(heads)) return scopes;
+    return scopes.filter((_, i) => {
+      const head: unknown = heads[i];
+      return typeof head !== "string" || head === "" || head === this.processId;
+    });
+  }
+
+  #queueKey(scope: string): string {
+    return `${this.prefix}queue:${scope}`;
   }
 
   #leaseKey(scope: string): string {
@@ -588,16 +629,8 @@ class RedisScopesStore implements RedisScopes {
       ...batch.filter((op) => op.kind === "r"),
       ...batch.filter((op) => op.kind === "a"),
     ];
-    const released = [...new Set(ops.flatMap((op) => op.kind === "r" ? op.scopes : []))];
-    const message: SharedReleaseMessage | undefined = released.length === 0
-      ? undefined
-      : { type: "release", from: this.processId, scopes: released };
     const keys: string[] = [];
-    const args = [
-      this.#channel,
-      message === undefined ? "" : JSON.stringify(message),
-      String(ops.length),
-    ];
+    const args = [this.#channel, this.processId, String(ops.length)];
     for (const op of ops) {
       keys.push(...op.keys);
       args.push(op.kind, String(op.keys.length), String(op.args.length), ...op.args);
@@ -668,7 +701,7 @@ class RedisScopesStore implements RedisScopes {
       keys.push(
         this.#leaseKey(scope),
         this.#stateKey(scope),
-        `${this.prefix}queue:${scope}`,
+        this.#queueKey(scope),
         `${this.prefix}alive:${scope}`,
       );
       args.push(String(Math.floor(concurrency)), delayMs.toFixed(3));
@@ -701,17 +734,19 @@ class RedisScopesStore implements RedisScopes {
   }
 
   async release(lease: ScopeLease): Promise<void> {
+    let heads: unknown;
     try {
-      await this.#enqueue({
+      heads = await this.#enqueue({
         kind: "r",
-        keys: lease.scopes.map((s) => this.#leaseKey(s)),
-        args: [lease.id],
+        keys: lease.scopes.flatMap((s) => [this.#leaseKey(s), this.#queueKey(s)]),
+        args: [lease.id, ...lease.scopes],
         scopes: lease.scopes,
       });
     } catch (error) {
       throw RedisScopesError.from("release", lease.scopes, error);
     }
-    this.#released.next(lease.scopes);
+    const wake = this.#myTurn(lease.scopes, heads);
+    if (wake.length > 0) this.#released.next(wake);
   }
 
   async renew(lease: ScopeLease): Promise<boolean> {

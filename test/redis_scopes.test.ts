@@ -82,6 +82,24 @@ describe("createRedisScopes()", () => {
     expect((await a!.store.acquire(["t"], limits)).ok).toBe(true);
   });
 
+  it("createRedisScopes() wakes on a release only the process whose turn it is", async () => {
+    const [a, b, c] = await redisProcesses(3);
+    const limits = [{ concurrency: 1, delayMs: 0 }];
+    const held = leaseOf(await a!.store.acquire(["h"], limits));
+    expect(await b!.store.acquire(["h"], limits)).toMatchObject({ ok: false });
+    expect(await c!.store.acquire(["h"], limits)).toMatchObject({ ok: false });
+    const woken: string[] = [];
+    const heardByC: SharedMessage[] = [];
+    a!.store.released$.subscribe(() => woken.push("a"));
+    b!.store.released$.subscribe(() => woken.push("b"));
+    c!.store.released$.subscribe(() => woken.push("c"));
+    c!.store.messages$.subscribe((m) => heardByC.push(m));
+    await a!.store.release(held);
+    await until(() => heardByC.length === 1 && woken.includes("b"), "the release message");
+    expect(heardByC[0]).toMatchObject({ type: "release", scopes: ["h"], next: ["p1"] });
+    expect(woken).toEqual(["b"]); // not a, which released, nor c, behind b
+  });
+
   it("createRedisScopes() forgets a waiting process that stops asking once its patience is over", async () => {
     const [a, b] = await redisProcesses(2);
     const limits = [{ concurrency: 1, delayMs: 0 }];
@@ -260,7 +278,7 @@ describe("createRedisScopes()", () => {
     await until(() => seenByA.length > 0 && seenByB.length >= 2, "the messages");
     expect(seenByB).toEqual([
       { type: "backoff", from: "p0", scope: "m", level: 2, cause: "status 503" },
-      { type: "release", from: "p0", scopes: ["m"] },
+      { type: "release", from: "p0", scopes: ["m"], next: [""] },
     ]);
     expect(seenByA).toEqual([{
       type: "backoff",

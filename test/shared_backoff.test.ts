@@ -197,8 +197,10 @@ describe("shareBackoff() with sharedDownload()", () => {
       const sent: string[] = [];
       const recording: RedisScopesClient = {
         sendCommand: (args) => {
-          const message = args.find((arg) => arg.startsWith('{"type":'));
-          if (message !== undefined) sent.push(JSON.parse(message).type);
+          // A backoff goes out as its message; a release as a batch with an
+          // 'r' operation (its message is built in Redis).
+          if (args.some((arg) => arg.startsWith('{"type":"backoff"'))) sent.push("backoff");
+          else if (args[0] === "EVALSHA" && args.includes("r")) sent.push("release");
           return client.sendCommand([...args]);
         },
         duplicate: () => client.duplicate(),
