@@ -648,6 +648,20 @@ class RedisScopesStore implements RedisScopes {
       },
       (error) => {
         for (const op of ops) op.reject(error);
+        // The call may have run in Redis all the same (a client's time-out,
+        // a connection lost after sending): give back what its acquires may
+        // have been granted. Releasing a lease that was never granted does
+        // nothing; a failure here is the same failure again.
+        for (const op of ops) {
+          if (op.kind !== "a") continue;
+          const leaseId = op.args[0]!;
+          this.#enqueue({
+            kind: "r",
+            keys: op.scopes.flatMap((s) => [this.#leaseKey(s), this.#queueKey(s)]),
+            args: [leaseId, ...op.scopes],
+            scopes: op.scopes,
+          }).catch(() => {});
+        }
       },
     );
   }

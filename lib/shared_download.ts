@@ -48,8 +48,10 @@ export interface SharedDownloadContext extends DownloadContext {
 /** Options of {@link sharedDownload}. */
 export interface SharedDownloadOptions {
   /**
-   * Longest wait for one Redis call, in ms; past it the download fails with a
-   * `RedisScopesError` (a client that queues commands while Redis is down
+   * Longest wait for Redis to answer, in ms: for a lease, counted from the
+   * request's first ask and across the asks a client's own command time-out
+   * made it repeat (a slow Redis is a wait); past it the download fails with
+   * a `RedisScopesError` (a client that queues commands while Redis is down
    * would otherwise hold the request for ever).
    * @default 10000
    */
@@ -125,12 +127,13 @@ export function sharedDownload<R, T>(
   const scheduler = options.scheduler ?? throttler.scheduler;
   const onError = options.onError ?? warnOnThrottler(throttler);
 
-  /** Resolve a Redis call, or fail with a RedisScopesError after `timeoutMs`. */
+  /** Resolve a Redis call, or fail with a RedisScopesError after `limitMs` (of `timeoutMs` in all). */
   const bounded = <V>(
     call: () => Promise<V>,
     operation: RedisScopesError["operation"],
     names: readonly string[],
     late: (value: V) => void,
+    limitMs: number = timeoutMs,
   ): Observable<V> =>
     new Observable<V>((subscriber) => {
       let answer: Promise<V>;
@@ -154,7 +157,7 @@ export function sharedDownload<R, T>(
             names,
           ),
         );
-      }, timeoutMs);
+      }, Math.max(0, limitMs));
       answer.then(
         (value) => {
           t.unsubscribe();
@@ -291,8 +294,13 @@ export function sharedDownload<R, T>(
         line.add(member);
       };
 
+      /** When this request first asked (its time-out counts from there). */
+      let askedAt: number | undefined;
+
       const attempt = () => {
         let gone = false;
+        askedAt ??= scheduler.now();
+        const leftMs = timeoutMs - (scheduler.now() - askedAt);
         step = bounded(
           () =>
             new Promise<AcquireResult>((resolve, reject) =>
@@ -310,6 +318,7 @@ export function sharedDownload<R, T>(
           (late) => {
             if (late.ok) releaseLater(late.lease, names);
           },
+          leftMs,
         ).subscribe({
           next: (result: AcquireResult) => {
             if (result.ok) {
@@ -337,7 +346,25 @@ export function sharedDownload<R, T>(
               : timer(waitMs, scheduler);
             step = wake.pipe(take(1)).subscribe(() => attempt());
           },
-          error: (error) => {
+          error: (error: RedisScopesError) => {
+            const leftMs = timeoutMs - (scheduler.now() - (askedAt ?? scheduler.now()));
+            if (isClientTimeout(error.cause) && leftMs > 0) {
+              // The client gave up on the call, Redis may not have: a slow
+              // Redis is a wait. (The store gives back a grant it may have
+              // made.) Ask again once Redis has had a moment, within the bound.
+              onError(
+                new RedisScopesError(
+                  `Cannot acquire for scopes ${
+                    names.join(", ")
+                  } as the Redis client timed out: asking again (a request waits up to ${timeoutMs}ms)`,
+                  "acquire",
+                  names,
+                  { cause: error },
+                ),
+              );
+              step = timer(Math.min(pollMs, leftMs), scheduler).subscribe(() => attempt());
+              return;
+            }
             failLine(error);
             subscriber.error(error);
           },
@@ -420,4 +447,15 @@ export function sharedDownload<R, T>(
         giveBack();
       };
     });
+}
+
+/**
+ * A client's own command time-out (node-redis's `TimeoutError`, which has no
+ * message, or an error that says it timed out): the command may still have
+ * run in Redis.
+ */
+function isClientTimeout(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  return error.name === "TimeoutError" || error.constructor.name === "TimeoutError" ||
+    /\btime(?:d)?[ -]?out\b/i.test(error.message);
 }

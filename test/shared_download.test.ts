@@ -9,7 +9,9 @@ import process from "node:process";
 import { from, lastValueFrom, NEVER, Observable, of, Subject, throwError, toArray } from "rxjs";
 import {
   type AcquireResult,
+  createRedisScopes,
   type RedisScopes,
+  type RedisScopesClient,
   RedisScopesError,
   type ScopeLease,
   type ScopeLimits,
@@ -22,7 +24,14 @@ import { backoffOn } from "../operators/backoff_on.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
 import { testScheduler } from "./_helpers/test_scheduler.ts";
 import { type ProcessRun, runProcess } from "./_helpers/run_process.ts";
-import { onCleanup, REDIS_PORT, redisProcesses, runCleanups, until } from "./_helpers/redis.ts";
+import {
+  connectRedis,
+  onCleanup,
+  REDIS_PORT,
+  redisProcesses,
+  runCleanups,
+  until,
+} from "./_helpers/redis.ts";
 
 afterEach(runCleanups);
 
@@ -524,6 +533,55 @@ describe("sharedDownload()", () => {
       for (const p of [0, 1]) {
         expect(first.filter((g) => g.p === p).length).toBeGreaterThanOrEqual(perProcess / 4);
       }
+    },
+    60_000,
+  );
+
+  it(
+    "sharedDownload() waits out a client time-out of an acquire that Redis ran, and gives that grant back",
+    async () => {
+      const [b] = await redisProcesses(1); // the prefix and its clean-up
+      const client = await connectRedis();
+      class TimeoutError extends Error {} // node-redis's: no message, known by its class
+      let timedOut = 0;
+      const slow: RedisScopesClient = {
+        sendCommand: async (args) => {
+          const reply = await client.sendCommand([...args]);
+          // The first acquire runs in Redis (and is granted), but the client
+          // gives up on it before the answer comes.
+          if (timedOut === 0 && args[0] === "EVALSHA" && args.includes("a")) {
+            timedOut++;
+            throw new TimeoutError();
+          }
+          return reply;
+        },
+        duplicate: () => client.duplicate(),
+      };
+      const store = await createRedisScopes(slow, { prefix: b!.store.prefix, processId: "slow" });
+      onCleanup(() => store.close());
+      const throttler = createThrottler<string>({ concurrentRequestsPerDomain: 1 });
+      const errors: RedisScopesError[] = [];
+      const outcome = await lastValueFrom(
+        from(["http://slow.test/1"]).pipe(
+          throttleByScope(
+            throttler,
+            sharedDownload(store, throttler, () => Promise.resolve(200), {
+              pollMs: 20,
+              onError: (e) => errors.push(e),
+            }),
+          ),
+        ),
+      );
+      expect(timedOut).toBe(1);
+      // Granted on the second ask: the first grant, which took the one slot, was given back.
+      expect(outcome).toMatchObject({ kind: "response", response: 200 });
+      expect(errors.map((e) => e.message)).toEqual([
+        expect.stringMatching(/client timed out: asking again/),
+      ]);
+      await until(
+        async () => (await client.zCard(`${store.prefix}lease:slow.test`)) === 0,
+        "every lease given back",
+      );
     },
     60_000,
   );
