@@ -476,13 +476,43 @@ describe("sharedDownload()", () => {
     );
     for (const run of runs) {
       expect(run.code, run.stdout + run.stderr).toBe(0);
-      expect(JSON.parse(run.stdout.trim().split("\n").at(-1)!)).toEqual({
+      expect(JSON.parse(run.stdout.trim().split("\n").at(-1)!)).toMatchObject({
         statuses: Array(10).fill(200),
       });
     }
     expect(server.arrivals).toHaveLength(20);
     expect(server.most()).toBeLessThanOrEqual(2);
   }, 30_000);
+
+  it(
+    "sharedDownload() gives two real child processes on one slot their turns: neither is starved",
+    async () => {
+      const server = await slowServer(2);
+      const [a] = await redisProcesses(1); // for the prefix and the clean-up of its keys
+      const count = 30;
+      // Both send once both are ready (a barrier in Redis).
+      const runs = await Promise.all(
+        ["w1", "w2"].map((tag) =>
+          runWorker([server.origin, a!.store.prefix, String(count), "1", tag, "2"])
+        ),
+      );
+      const grants: { w: number; at: number }[] = [];
+      runs.forEach((run, w) => {
+        expect(run.code, run.stdout + run.stderr).toBe(0);
+        const result = JSON.parse(run.stdout.trim().split("\n").at(-1)!);
+        expect(result.statuses).toEqual(Array(count).fill(200));
+        for (const at of result.granted) grants.push({ w, at });
+      });
+      expect(server.most()).toBe(1);
+      // While both had requests left (the first `count` grants), each had at least a quarter.
+      grants.sort((x, y) => x.at - y.at);
+      const first = grants.slice(0, count);
+      for (const w of [0, 1]) {
+        expect(first.filter((g) => g.w === w).length).toBeGreaterThanOrEqual(count / 4);
+      }
+    },
+    90_000,
+  );
 
   it("sharedDownload() spaces two throttlers' sends by the delay on the Redis clock", async () => {
     const procs = await redisProcesses(2);
