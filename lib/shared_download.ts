@@ -197,8 +197,8 @@ export function sharedDownload<R, T>(
   // Redis calls of one turn go out together at its end, releases before
   // acquires: a release made after the outcome was emitted still reaches
   // Redis before the acquire of the request that outcome let start, and
-  // after the hold the outcome brought (shareBackoff publishes it in a
-  // microtask queued while the outcome was emitted, so before this one).
+  // after the hold the outcome brought (shareBackoff publishes a hold at
+  // once, while the outcome is emitted).
   let outbox: { releases: (() => void)[]; acquires: (() => void)[] } | undefined;
   const flush = () => {
     const out = outbox!;
@@ -229,7 +229,7 @@ export function sharedDownload<R, T>(
   return (request: R, context: DownloadContext) =>
     new Observable<T>((subscriber) => {
       const names = context.scopes;
-      const key = names.join("\n");
+      const key = JSON.stringify(names);
       /** This request's place while it waits in its line (not asking yet). */
       let member: LineMember | undefined;
       /** This request is its line's asker. */
