@@ -83,6 +83,18 @@ export interface ScopeLease {
   readonly expiresAt: number;
 }
 
+/** Options of {@link RedisScopes.acquire}. */
+export interface AcquireOptions {
+  /**
+   * When refused, this process keeps its place in the scopes' queues until the
+   * wait answered plus this long, in ms: it promises to ask again by then
+   * (a process that stops asking, or died, blocks others for at most this
+   * long past its wait). Set it above the longest pause between two asks.
+   * @default 2000
+   */
+  readonly patienceMs?: number;
+}
+
 /** What `acquire` answers. */
 export type AcquireResult =
   | { readonly ok: true; readonly lease: ScopeLease }
@@ -126,6 +138,11 @@ export interface SharedReleaseMessage {
   readonly type: "release";
   readonly from: string;
   readonly scopes: readonly string[];
+  /**
+   * Per scope, the process whose turn it is next ('' when none waits): only
+   * it asks again (`released$` of the others leaves the scope out).
+   */
+  readonly next?: readonly string[];
 }
 
 /** Everything on the channel. */
@@ -203,14 +220,22 @@ export interface RedisScopes {
   readonly leaseMs: number;
   /**
    * Take a lease in every scope at once, or in none: granted only when every
-   * scope has a free slot, its delay since the last grant has passed and it is
-   * not held.
+   * scope has a free slot that no process waiting longer is owed, its delay
+   * since the last grant has passed and it is not held. A refused process
+   * keeps its place in the queue of each scope that refused it (see
+   * docs/REDIS.md, "Turns").
    *
    * @param scopes The request's scopes (at least one).
    * @param limits One entry per scope, in the same order.
+   * @param options How long a place in a queue outlives the wait.
+   * @throws {RangeError} for limits that do not fit the scopes or a bad option.
    * @throws {RedisScopesError} (as a rejection) when Redis fails.
    */
-  acquire(scopes: readonly string[], limits: readonly ScopeLimits[]): Promise<AcquireResult>;
+  acquire(
+    scopes: readonly string[],
+    limits: readonly ScopeLimits[],
+    options?: AcquireOptions,
+  ): Promise<AcquireResult>;
   /** Give a lease back (idempotent); tells the other processes. */
   release(lease: ScopeLease): Promise<void>;
   /** Push a lease's expiry `leaseMs` further; `false` when it had already expired. */
@@ -223,7 +248,10 @@ export interface RedisScopes {
   publishBackoff(message: Omit<SharedBackoffMessage, "type" | "from">): Promise<void>;
   /** The other processes' messages (never this process's own). */
   readonly messages$: Observable<SharedMessage>;
-  /** Scopes with a released lease, from this process (at once) or another (by message). */
+  /**
+   * Scopes with a released lease, from this process (at once) or another (by
+   * message), for which it is this process's turn or nobody's.
+   */
   readonly released$: Observable<readonly string[]>;
   /** Close the pub/sub connection (the client given stays open). */
   close(): Promise<void>;
@@ -244,54 +272,138 @@ end
 `;
 
 /**
- * KEYS: per scope, its lease set then its state hash. ARGV: lease id, lease
- * ms, idle ms, then per scope concurrency and delay.
+ * KEYS: per scope, its lease set, its state hash, its queue of waiting
+ * processes (score: when the process first waited) and their deadlines
+ * (score: when a process that stopped asking loses its turn). ARGV: lease id,
+ * lease ms, idle ms, process id, patience ms, then per scope concurrency and
+ * delay.
+ *
+ * Turns: a process is granted a slot of a scope only while the free slots
+ * outnumber the processes that have waited for it longer. A refused process
+ * joins the queue of each scope that refused it (keeping its place if already
+ * there) and leaves those that would have let it through; a grant takes it
+ * out of them all, so a process that wants more goes to the back.
  */
-const ACQUIRE = NOW + `local id = ARGV[1]
-local leaseMs = tonumber(ARGV[2])
-local idleMs = tonumber(ARGV[3])
-local n = #KEYS / 2
+const ACQUIRE = `local function acquire(keys, argv)
+local id = argv[1]
+local leaseMs = tonumber(argv[2])
+local idleMs = tonumber(argv[3])
+local pid = argv[4]
+local patience = tonumber(argv[5])
+local n = #keys / 4
 local wait = 0
 local full = 0
 local expiry = -1
+local refused = {}
 for i = 1, n do
-  local leases = KEYS[2 * i - 1]
-  local conc = tonumber(ARGV[2 + 2 * i])
-  local delay = tonumber(ARGV[3 + 2 * i])
+  local leases, state, queue, alive = keys[4 * i - 3], keys[4 * i - 2], keys[4 * i - 1], keys[4 * i]
+  local conc = tonumber(argv[4 + 2 * i])
+  local delay = tonumber(argv[5 + 2 * i])
   redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(now))
-  if redis.call('ZCARD', leases) >= conc then
+  local gone = redis.call('ZRANGEBYSCORE', alive, '-inf', fmt(now))
+  if #gone > 0 then
+    redis.call('ZREM', queue, unpack(gone))
+    redis.call('ZREMRANGEBYSCORE', alive, '-inf', fmt(now))
+  end
+  local taken = redis.call('ZCARD', leases)
+  local ahead = redis.call('ZRANK', queue, pid)
+  if not ahead then ahead = redis.call('ZCARD', queue) end
+  refused[i] = false
+  if taken >= conc then
     full = 1
+    refused[i] = true
     local first = redis.call('ZRANGE', leases, 0, 0, 'WITHSCORES')
     local e = tonumber(first[2]) - now
     if expiry < 0 or e < expiry then expiry = e end
+  elseif taken + ahead >= conc then
+    -- Slots are free, but for processes that waited longer: wait as for a full scope.
+    full = 1
+    refused[i] = true
   end
-  local s = redis.call('HMGET', KEYS[2 * i], 'last', 'next', 'hold')
+  local s = redis.call('HMGET', state, 'last', 'next', 'hold')
   local at = 0
   if s[1] then at = tonumber(s[1]) + delay end
   if s[2] and tonumber(s[2]) > at then at = tonumber(s[2]) end
   if s[3] and tonumber(s[3]) > at then at = tonumber(s[3]) end
-  if at - now > wait then wait = at - now end
+  if at > now then
+    refused[i] = true
+    if at - now > wait then wait = at - now end
+  end
 end
 if full == 1 or wait > 0 then
+  local deadline = fmt(now + wait + patience)
+  for i = 1, n do
+    local queue, alive = keys[4 * i - 1], keys[4 * i]
+    if refused[i] then
+      redis.call('ZADD', queue, 'NX', fmt(now), pid)
+      redis.call('ZADD', alive, deadline, pid)
+      extend(queue, wait + patience + idleMs)
+      extend(alive, wait + patience + idleMs)
+    else
+      -- Not waiting for this scope: holding a place in it would only block others.
+      redis.call('ZREM', queue, pid)
+      redis.call('ZREM', alive, pid)
+    end
+  end
   return {0, fmt(wait), full, fmt(expiry)}
 end
 local expires = now + leaseMs
 for i = 1, n do
-  local leases = KEYS[2 * i - 1]
-  local state = KEYS[2 * i]
-  local delay = tonumber(ARGV[3 + 2 * i])
+  local leases, state, queue, alive = keys[4 * i - 3], keys[4 * i - 2], keys[4 * i - 1], keys[4 * i]
+  local delay = tonumber(argv[5 + 2 * i])
   redis.call('ZADD', leases, fmt(expires), id)
   extend(leases, leaseMs + idleMs)
   redis.call('HSET', state, 'last', fmt(now), 'next', fmt(now + delay))
   extend(state, delay + idleMs)
+  redis.call('ZREM', queue, pid)
+  redis.call('ZREM', alive, pid)
 end
 return {1, fmt(now), fmt(expires)}
+end
 `;
 
-/** KEYS: lease sets. ARGV: lease id, channel, message. */
-const RELEASE = `for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
-redis.call('PUBLISH', ARGV[2], ARGV[3])
-return 1
+/**
+ * Several acquires and releases in one round trip, on one reading of the
+ * clock. ARGV: channel, process id, number of operations, then per operation
+ * its kind ('r' or 'a'), its number of keys, its number of arguments and the
+ * arguments; KEYS: the operations' keys in turn (a release: per scope its
+ * lease set and queue, arguments the lease id then the scopes; an acquire: as
+ * `acquire` above). Answers one reply per operation (a release: per scope the
+ * process first in its queue, '' for none). Releases come first in a batch,
+ * so an acquire in it finds their slots free; one release message goes out,
+ * after them all, naming per scope the process whose turn it is.
+ */
+const BATCH = NOW + ACQUIRE + `local channel, pid = ARGV[1], ARGV[2]
+local k, a = 1, 4
+local out = {}
+local released, nexts = {}, {}
+for o = 1, tonumber(ARGV[3]) do
+  local kind, nk, na = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local keys, argv = {}, {}
+  for i = 1, nk do keys[i] = KEYS[k + i - 1] end
+  for i = 1, na do argv[i] = ARGV[a + 2 + i] end
+  k = k + nk
+  a = a + 3 + na
+  if kind == 'r' then
+    -- keys: per scope its lease set and its queue. The process whose turn it
+    -- is next is named, so only it asks again.
+    local heads = {}
+    for i = 1, nk / 2 do
+      redis.call('ZREM', keys[2 * i - 1], argv[1])
+      local head = redis.call('ZRANGE', keys[2 * i], 0, 0)[1] or ''
+      heads[i] = head
+      released[#released + 1] = argv[1 + i]
+      nexts[#nexts + 1] = head
+    end
+    out[o] = heads
+  else
+    out[o] = acquire(keys, argv)
+  end
+end
+if #released > 0 then
+  redis.call('PUBLISH', channel, cjson.encode({type = 'release', from = pid, scopes = released, next = nexts}))
+end
+return out
 `;
 
 /** KEYS: lease sets. ARGV: lease id, lease ms, idle ms. Returns how many it renewed. */
@@ -319,10 +431,9 @@ redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 `;
 
-type ScriptName = "acquire" | "release" | "renew" | "publish";
+type ScriptName = "batch" | "renew" | "publish";
 const SCRIPTS: Readonly<Record<ScriptName, string>> = {
-  acquire: ACQUIRE,
-  release: RELEASE,
+  batch: BATCH,
   renew: RENEW,
   publish: PUBLISH,
 };
@@ -376,6 +487,19 @@ function checkMs(name: string, value: number, min: number): void {
   }
 }
 
+/** The most acquires and releases in one script call (keeps one call's time in Redis short). */
+const MAX_BATCH = 256;
+
+/** An acquire or release waiting for its batch to be sent. */
+interface BatchOp {
+  readonly kind: "a" | "r";
+  readonly keys: readonly string[];
+  readonly args: readonly string[];
+  readonly scopes: readonly string[];
+  readonly resolve: (reply: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
+
 class RedisScopesStore implements RedisScopes {
   readonly prefix: string;
   readonly processId: string;
@@ -387,6 +511,8 @@ class RedisScopesStore implements RedisScopes {
   readonly #messages = new Subject<SharedMessage>();
   readonly #released = new Subject<readonly string[]>();
   #subscriber: RedisScopesSubscriber | undefined;
+  /** This turn's acquires and releases, not sent yet. */
+  #batch: BatchOp[] | undefined;
   #leases = 0;
 
   readonly messages$: Observable<SharedMessage> = this.#messages.asObservable();
@@ -443,11 +569,30 @@ class RedisScopesStore implements RedisScopes {
     }
     if (typeof message !== "object" || message === null || message.from === this.processId) return;
     if (message.type === "release" && Array.isArray(message.scopes)) {
-      this.#released.next(message.scopes);
+      const wake = this.#myTurn(message.scopes, message.next);
+      if (wake.length > 0) this.#released.next(wake);
       this.#messages.next(message);
     } else if (message.type === "backoff" && typeof message.scope === "string") {
       this.#messages.next(message);
     }
+  }
+
+  /**
+   * The released scopes this process's waiting requests should ask for: those
+   * whose turn is this process's, or nobody's (no process queued). `heads`
+   * is what the release script answered (per scope, the process first in the
+   * queue, '' for none); anything else wakes every scope.
+   */
+  #myTurn(scopes: readonly string[], heads: unknown): readonly string[] {
+    if (!Array.isArray(heads)) return scopes;
+    return scopes.filter((_, i) => {
+      const head: unknown = heads[i];
+      return typeof head !== "string" || head === "" || head === this.processId;
+    });
+  }
+
+  #queueKey(scope: string): string {
+    return `${this.prefix}queue:${scope}`;
   }
 
   #leaseKey(scope: string): string {
@@ -456,6 +601,69 @@ class RedisScopesStore implements RedisScopes {
 
   #stateKey(scope: string): string {
     return `${this.prefix}state:${scope}`;
+  }
+
+  /**
+   * Add an acquire or release to this turn's batch: everything asked in one
+   * turn goes to Redis in one script call at its end (releases first), so a
+   * process that releases and acquires at once pays one round trip, and a
+   * release wakes the others once per turn, not once per lease.
+   */
+  #enqueue(op: Omit<BatchOp, "resolve" | "reject">): Promise<unknown> {
+    let batch = this.#batch;
+    if (batch === undefined) {
+      const fresh: BatchOp[] = [];
+      batch = fresh;
+      this.#batch = fresh;
+      queueMicrotask(() => this.#send(fresh));
+    }
+    // A full batch goes as it is; later calls of the turn start the next one.
+    if (batch.length + 1 >= MAX_BATCH) this.#batch = undefined;
+    const ops = batch;
+    return new Promise((resolve, reject) => ops.push({ ...op, resolve, reject }));
+  }
+
+  #send(batch: BatchOp[]): void {
+    if (this.#batch === batch) this.#batch = undefined;
+    const ops = [
+      ...batch.filter((op) => op.kind === "r"),
+      ...batch.filter((op) => op.kind === "a"),
+    ];
+    const keys: string[] = [];
+    const args = [this.#channel, this.processId, String(ops.length)];
+    for (const op of ops) {
+      keys.push(...op.keys);
+      args.push(op.kind, String(op.keys.length), String(op.args.length), ...op.args);
+    }
+    let reply: Promise<unknown>;
+    try {
+      reply = this.#run("batch", keys, args);
+    } catch (error) {
+      reply = Promise.reject(error);
+    }
+    reply.then(
+      (replies) => {
+        const each = replies as readonly unknown[];
+        ops.forEach((op, i) => op.resolve(each[i]));
+      },
+      (error) => {
+        for (const op of ops) op.reject(error);
+        // The call may have run in Redis all the same (a client's time-out,
+        // a connection lost after sending): give back what its acquires may
+        // have been granted. Releasing a lease that was never granted does
+        // nothing; a failure here is the same failure again.
+        for (const op of ops) {
+          if (op.kind !== "a") continue;
+          const leaseId = op.args[0]!;
+          this.#enqueue({
+            kind: "r",
+            keys: op.scopes.flatMap((s) => [this.#leaseKey(s), this.#queueKey(s)]),
+            args: [leaseId, ...op.scopes],
+            scopes: op.scopes,
+          }).catch(() => {});
+        }
+      },
+    );
   }
 
   async #run(name: ScriptName, keys: readonly string[], args: readonly string[]): Promise<unknown> {
@@ -470,17 +678,29 @@ class RedisScopesStore implements RedisScopes {
     }
   }
 
-  async acquire(scopes: readonly string[], limits: readonly ScopeLimits[]): Promise<AcquireResult> {
+  async acquire(
+    scopes: readonly string[],
+    limits: readonly ScopeLimits[],
+    options: AcquireOptions = {},
+  ): Promise<AcquireResult> {
     if (scopes.length === 0 || limits.length !== scopes.length) {
       throw new RangeError(
         `Cannot acquire a lease as 'limits' must have one entry per scope (at least one): current value is ${limits.length} for ${scopes.length} scopes`,
       );
     }
     const keys: string[] = [];
+    const patienceMs = options.patienceMs ?? 2_000;
+    if (!(patienceMs >= 0) || !Number.isFinite(patienceMs)) {
+      throw new RangeError(
+        `Cannot acquire a lease as 'patienceMs' must be a finite number >= 0: current value is ${patienceMs}`,
+      );
+    }
     const args = [
       `${this.processId}:${++this.#leases}`,
       String(this.leaseMs),
       String(this.#idleTtlMs),
+      this.processId,
+      patienceMs.toFixed(3),
     ];
     for (let i = 0; i < scopes.length; i++) {
       const { concurrency, delayMs } = limits[i]!;
@@ -491,12 +711,18 @@ class RedisScopesStore implements RedisScopes {
           }`,
         );
       }
-      keys.push(this.#leaseKey(scopes[i]!), this.#stateKey(scopes[i]!));
+      const scope = scopes[i]!;
+      keys.push(
+        this.#leaseKey(scope),
+        this.#stateKey(scope),
+        this.#queueKey(scope),
+        `${this.prefix}alive:${scope}`,
+      );
       args.push(String(Math.floor(concurrency)), delayMs.toFixed(3));
     }
     let reply: unknown;
     try {
-      reply = await this.#run("acquire", keys, args);
+      reply = await this.#enqueue({ kind: "a", keys, args, scopes });
     } catch (error) {
       throw RedisScopesError.from("acquire", scopes, error);
     }
@@ -522,21 +748,19 @@ class RedisScopesStore implements RedisScopes {
   }
 
   async release(lease: ScopeLease): Promise<void> {
-    const message: SharedReleaseMessage = {
-      type: "release",
-      from: this.processId,
-      scopes: lease.scopes,
-    };
+    let heads: unknown;
     try {
-      await this.#run(
-        "release",
-        lease.scopes.map((s) => this.#leaseKey(s)),
-        [lease.id, this.#channel, JSON.stringify(message)],
-      );
+      heads = await this.#enqueue({
+        kind: "r",
+        keys: lease.scopes.flatMap((s) => [this.#leaseKey(s), this.#queueKey(s)]),
+        args: [lease.id, ...lease.scopes],
+        scopes: lease.scopes,
+      });
     } catch (error) {
       throw RedisScopesError.from("release", lease.scopes, error);
     }
-    this.#released.next(lease.scopes);
+    const wake = this.#myTurn(lease.scopes, heads);
+    if (wake.length > 0) this.#released.next(wake);
   }
 
   async renew(lease: ScopeLease): Promise<boolean> {

@@ -68,15 +68,22 @@ export function shareBackoff<R>(
   /** Backoff events of this turn, per scope: a hold event follows its backoff event synchronously. */
   let pending: Map<string, Outgoing> | undefined;
 
+  const publish = (message: Outgoing) => {
+    let sent: Promise<void>;
+    try {
+      sent = scopes.publishBackoff(message);
+    } catch (error) {
+      onError(RedisScopesError.from("publish", [message.scope], error));
+      return;
+    }
+    sent.catch((error) => onError(RedisScopesError.from("publish", [message.scope], error)));
+  };
+
   const flush = () => {
     const out = pending;
     pending = undefined;
     if (out === undefined) return;
-    for (const message of out.values()) {
-      scopes.publishBackoff(message).catch((error) =>
-        onError(RedisScopesError.from("publish", [message.scope], error))
-      );
-    }
+    for (const message of out.values()) publish(message);
   };
 
   /** Publish `message` at the end of this turn, in place of an earlier one of its scope. */
@@ -103,15 +110,21 @@ export function shareBackoff<R>(
     } else if (event.type === "hold") {
       const hold = { ms: Math.max(0, event.until - event.at), source: event.source };
       // With its backoff event of this turn, or on its own (published with
-      // the level the scope is at).
-      queue({
+      // the level the scope is at). Sent now, not at the end of the turn: the
+      // hold comes while the outcome that brought it is emitted, before
+      // sharedDownload releases that request's lease, so Redis stores the
+      // hold before the slot frees (one connection keeps the order) and no
+      // process is granted the scope in between.
+      const message = {
         ...(pending?.get(event.scope) ?? {
           scope: event.scope,
           level: throttler.state(event.scope)?.backoffLevel ?? 0,
           cause: "hold",
         }),
         hold,
-      });
+      };
+      pending?.delete(event.scope);
+      publish(message);
     }
   }));
   subscription.add(scopes.messages$.subscribe((message) => {

@@ -27,6 +27,19 @@ import {
   warnOnThrottler,
 } from "./redis_scopes.ts";
 
+/** A request waiting in its line: asked to ask Redis when its turn comes, or failed with the line. */
+interface LineMember {
+  ask(): void;
+  fail(error: unknown): void;
+}
+
+/**
+ * How long past its wait (`pollMs` at most when a scope is full) this process
+ * keeps its place in a scope's queue in Redis: room for a round trip and a
+ * busy event loop.
+ */
+const PATIENCE_MARGIN_MS = 2_000;
+
 /** What the wrapped download is given: the gate's context and the cluster lease it holds. */
 export interface SharedDownloadContext extends DownloadContext {
   readonly lease: ScopeLease;
@@ -35,8 +48,10 @@ export interface SharedDownloadContext extends DownloadContext {
 /** Options of {@link sharedDownload}. */
 export interface SharedDownloadOptions {
   /**
-   * Longest wait for one Redis call, in ms; past it the download fails with a
-   * `RedisScopesError` (a client that queues commands while Redis is down
+   * Longest wait for Redis to answer, in ms: for a lease, counted from the
+   * request's first ask and across the asks a client's own command time-out
+   * made it repeat (a slow Redis is a wait); past it the download fails with
+   * a `RedisScopesError` (a client that queues commands while Redis is down
    * would otherwise hold the request for ever).
    * @default 10000
    */
@@ -65,6 +80,12 @@ export interface SharedDownloadOptions {
  * renewed while the download runs and given back when it settles, fails, or
  * the pipeline is unsubscribed. A Redis failure becomes an error outcome with
  * a {@link RedisScopesError}; the pipeline goes on.
+ *
+ * Requests with the same scopes wait in line in this process and only the
+ * first asks Redis (a release wakes one asker, not every waiting request);
+ * processes competing for a scope take turns (docs/REDIS.md, "Turns"). An
+ * outcome is emitted before its lease is released, so a hold it brings
+ * (published at once by `shareBackoff`) is in Redis before the slot frees.
  *
  * @param scopes The shared store.
  * @param throttler The throttler the gate uses (its limits are the ones enforced).
@@ -106,12 +127,13 @@ export function sharedDownload<R, T>(
   const scheduler = options.scheduler ?? throttler.scheduler;
   const onError = options.onError ?? warnOnThrottler(throttler);
 
-  /** Resolve a Redis call, or fail with a RedisScopesError after `timeoutMs`. */
+  /** Resolve a Redis call, or fail with a RedisScopesError after `limitMs` (of `timeoutMs` in all). */
   const bounded = <V>(
     call: () => Promise<V>,
     operation: RedisScopesError["operation"],
     names: readonly string[],
     late: (value: V) => void,
+    limitMs: number = timeoutMs,
   ): Observable<V> =>
     new Observable<V>((subscriber) => {
       let answer: Promise<V>;
@@ -135,7 +157,7 @@ export function sharedDownload<R, T>(
             names,
           ),
         );
-      }, timeoutMs);
+      }, Math.max(0, limitMs));
       answer.then(
         (value) => {
           t.unsubscribe();
@@ -166,9 +188,52 @@ export function sharedDownload<R, T>(
       return { concurrency: Math.max(1, config.concurrency), delayMs: config.delayMs };
     });
 
+  // One request per scope set asks Redis at a time; the others of the set
+  // wait here in order (a release wakes one asker per process, not every
+  // waiting request: no thundering herd). The asker hands over when granted,
+  // or when it goes.
+  const lines = new Map<string, Set<LineMember>>();
+
+  // Redis calls of one turn go out together at its end, releases before
+  // acquires: a release made after the outcome was emitted still reaches
+  // Redis before the acquire of the request that outcome let start, and
+  // after the hold the outcome brought (shareBackoff publishes a hold at
+  // once, while the outcome is emitted).
+  let outbox: { releases: (() => void)[]; acquires: (() => void)[] } | undefined;
+  const flush = () => {
+    const out = outbox!;
+    outbox = undefined;
+    for (const send of out.releases) send();
+    for (const send of out.acquires) send();
+  };
+  const post = (kind: "releases" | "acquires", send: () => void) => {
+    if (outbox === undefined) {
+      outbox = { releases: [], acquires: [] };
+      queueMicrotask(flush);
+    }
+    outbox[kind].push(send);
+  };
+  const releaseLater = (held: ScopeLease, names: readonly string[]) =>
+    post("releases", () => {
+      let released: Promise<void>;
+      try {
+        released = scopes.release(held);
+      } catch (error) {
+        onError(RedisScopesError.from("release", names, error));
+        return;
+      }
+      released.catch((error) => onError(RedisScopesError.from("release", names, error)));
+    });
+  const patienceMs = pollMs + PATIENCE_MARGIN_MS;
+
   return (request: R, context: DownloadContext) =>
     new Observable<T>((subscriber) => {
       const names = context.scopes;
+      const key = JSON.stringify(names);
+      /** This request's place while it waits in its line (not asking yet). */
+      let member: LineMember | undefined;
+      /** This request is its line's asker. */
+      let asking = false;
       let lease: ScopeLease | undefined;
       let closed = false;
       let step: Subscription | undefined;
@@ -180,27 +245,85 @@ export function sharedDownload<R, T>(
         const held = lease;
         lease = undefined;
         if (held === undefined) return;
-        scopes.release(held).catch((error) =>
-          onError(RedisScopesError.from("release", names, error))
-        );
+        releaseLater(held, names);
       };
 
+      /** Hand the asking to the next of the line, or close the line. */
+      const passOn = () => {
+        if (!asking) return;
+        asking = false;
+        const line = lines.get(key);
+        if (line === undefined) return;
+        const next = line.values().next();
+        if (next.done === true) {
+          lines.delete(key);
+          return;
+        }
+        line.delete(next.value);
+        next.value.ask();
+      };
+
+      /** Redis failed this line's asker: the requests waiting behind it fail with it. */
+      const failLine = (error: unknown) => {
+        if (!asking) return;
+        asking = false;
+        const line = lines.get(key);
+        lines.delete(key);
+        for (const waiting of [...(line ?? [])]) waiting.fail(error);
+      };
+
+      const join = () => {
+        const line = lines.get(key);
+        if (line === undefined) {
+          lines.set(key, new Set());
+          asking = true;
+          attempt();
+          return;
+        }
+        member = {
+          ask: () => {
+            member = undefined;
+            asking = true;
+            attempt();
+          },
+          fail: (error) => {
+            member = undefined;
+            subscriber.error(error);
+          },
+        };
+        line.add(member);
+      };
+
+      /** When this request first asked (its time-out counts from there). */
+      let askedAt: number | undefined;
+
       const attempt = () => {
+        let gone = false;
+        askedAt ??= scheduler.now();
+        const leftMs = timeoutMs - (scheduler.now() - askedAt);
         step = bounded(
-          () => scopes.acquire(names, limitsOf(names)),
+          () =>
+            new Promise<AcquireResult>((resolve, reject) =>
+              post("acquires", () => {
+                if (gone) return; // unsubscribed before it went out: nothing to ask
+                try {
+                  scopes.acquire(names, limitsOf(names), { patienceMs }).then(resolve, reject);
+                } catch (error) {
+                  reject(error);
+                }
+              })
+            ),
           "acquire",
           names,
           (late) => {
-            if (late.ok) {
-              scopes.release(late.lease).catch((error) =>
-                onError(RedisScopesError.from("release", names, error))
-              );
-            }
+            if (late.ok) releaseLater(late.lease, names);
           },
+          leftMs,
         ).subscribe({
           next: (result: AcquireResult) => {
             if (result.ok) {
               lease = result.lease;
+              passOn();
               start();
               return;
             }
@@ -223,8 +346,30 @@ export function sharedDownload<R, T>(
               : timer(waitMs, scheduler);
             step = wake.pipe(take(1)).subscribe(() => attempt());
           },
-          error: (error) => subscriber.error(error),
+          error: (error: RedisScopesError) => {
+            const leftMs = timeoutMs - (scheduler.now() - (askedAt ?? scheduler.now()));
+            if (isClientTimeout(error.cause) && leftMs > 0) {
+              // The client gave up on the call, Redis may not have: a slow
+              // Redis is a wait. (The store gives back a grant it may have
+              // made.) Ask again once Redis has had a moment, within the bound.
+              onError(
+                new RedisScopesError(
+                  `Cannot acquire for scopes ${
+                    names.join(", ")
+                  } as the Redis client timed out: asking again (a request waits up to ${timeoutMs}ms)`,
+                  "acquire",
+                  names,
+                  { cause: error },
+                ),
+              );
+              step = timer(Math.min(pollMs, leftMs), scheduler).subscribe(() => attempt());
+              return;
+            }
+            failLine(error);
+            subscriber.error(error);
+          },
         });
+        step.add(() => gone = true);
       };
 
       const start = () => {
@@ -271,16 +416,18 @@ export function sharedDownload<R, T>(
         const innerHolder = new Subscription();
         inner = innerHolder;
         innerHolder.add(input.subscribe({
-          // The release goes out on the connection before the outcome does, so
-          // this process's next acquire reaches Redis after it.
+          // The outcome first, then the release: a hold the outcome brings is
+          // published (by shareBackoff) while it is emitted, so it reaches
+          // Redis before the slot frees. The release still goes out before
+          // the acquire of the request the outcome let start (see `post`).
           next: (value) => {
-            giveBack();
             subscriber.next(value);
+            giveBack();
             subscriber.complete();
           },
           error: (error) => {
-            giveBack();
             subscriber.error(error);
+            giveBack();
           },
           complete: () => {
             giveBack();
@@ -289,12 +436,26 @@ export function sharedDownload<R, T>(
         }));
       };
 
-      attempt();
+      join();
       return () => {
         closed = true;
+        if (member !== undefined) lines.get(key)?.delete(member);
+        member = undefined;
+        passOn();
         step?.unsubscribe();
         inner?.unsubscribe();
         giveBack();
       };
     });
+}
+
+/**
+ * A client's own command time-out (node-redis's `TimeoutError`, which has no
+ * message, or an error that says it timed out): the command may still have
+ * run in Redis.
+ */
+function isClientTimeout(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  return error.name === "TimeoutError" || error.constructor.name === "TimeoutError" ||
+    /\btime(?:d)?[ -]?out\b/i.test(error.message);
 }

@@ -9,11 +9,19 @@ import { afterEach, describe, expect, it } from "vitest";
 import {
   type AcquireResult,
   createRedisScopes,
+  type RedisScopesClient,
   RedisScopesError,
   type ScopeLease,
   type SharedMessage,
 } from "../lib/redis_scopes.ts";
-import { connectRedis, redisProcesses, runCleanups, sleep, until } from "./_helpers/redis.ts";
+import {
+  connectRedis,
+  onCleanup,
+  redisProcesses,
+  runCleanups,
+  sleep,
+  until,
+} from "./_helpers/redis.ts";
 
 afterEach(runCleanups);
 
@@ -57,6 +65,88 @@ describe("createRedisScopes()", () => {
       // The script compares times with microseconds; a millisecond of rounding allowed.
       expect(granted[i]! - granted[i - 1]!).toBeGreaterThanOrEqual(delayMs - 1);
     }
+  });
+
+  it("createRedisScopes() owes a freed slot to the process that waited for it, not to the one that released it", async () => {
+    const [a, b] = await redisProcesses(2);
+    const limits = [{ concurrency: 1, delayMs: 0 }];
+    const held = leaseOf(await a!.store.acquire(["t"], limits));
+    expect(await b!.store.acquire(["t"], limits)).toMatchObject({ ok: false, full: true });
+    await a!.store.release(held);
+    // a asks first, but b has waited: a is told to wait as for a full scope.
+    expect(await a!.store.acquire(["t"], limits)).toMatchObject({ ok: false, full: true });
+    const turn = leaseOf(await b!.store.acquire(["t"], limits));
+    await b!.store.release(turn);
+    // Then a's turn: b, granted, went to the back (behind a).
+    expect(await b!.store.acquire(["t"], limits)).toMatchObject({ ok: false, full: true });
+    expect((await a!.store.acquire(["t"], limits)).ok).toBe(true);
+  });
+
+  it("createRedisScopes() wakes on a release only the process whose turn it is", async () => {
+    const [a, b, c] = await redisProcesses(3);
+    const limits = [{ concurrency: 1, delayMs: 0 }];
+    const held = leaseOf(await a!.store.acquire(["h"], limits));
+    expect(await b!.store.acquire(["h"], limits)).toMatchObject({ ok: false });
+    expect(await c!.store.acquire(["h"], limits)).toMatchObject({ ok: false });
+    const woken: string[] = [];
+    const heardByC: SharedMessage[] = [];
+    a!.store.released$.subscribe(() => woken.push("a"));
+    b!.store.released$.subscribe(() => woken.push("b"));
+    c!.store.released$.subscribe(() => woken.push("c"));
+    c!.store.messages$.subscribe((m) => heardByC.push(m));
+    await a!.store.release(held);
+    await until(() => heardByC.length === 1 && woken.includes("b"), "the release message");
+    expect(heardByC[0]).toMatchObject({ type: "release", scopes: ["h"], next: ["p1"] });
+    expect(woken).toEqual(["b"]); // not a, which released, nor c, behind b
+  });
+
+  it("createRedisScopes() forgets a waiting process that stops asking once its patience is over", async () => {
+    const [a, b] = await redisProcesses(2);
+    const limits = [{ concurrency: 1, delayMs: 0 }];
+    const held = leaseOf(await a!.store.acquire(["g"], limits));
+    // b waits once, then never asks again (it crashed).
+    expect(await b!.store.acquire(["g"], limits, { patienceMs: 50 })).toMatchObject({ ok: false });
+    await a!.store.release(held);
+    expect(await a!.store.acquire(["g"], limits)).toMatchObject({ ok: false, full: true });
+    await sleep(80); // past b's patience, on Redis's clock too
+    expect((await a!.store.acquire(["g"], limits)).ok).toBe(true);
+  });
+
+  it("createRedisScopes() keeps no place for a process in a scope that would have let it through", async () => {
+    const [a, b, c] = await redisProcesses(3);
+    const one = [{ concurrency: 1, delayMs: 0 }];
+    const blocker = leaseOf(await c!.store.acquire(["y"], one));
+    // a waits for x and y at once: only y refuses it, so a holds no place in x.
+    expect(await a!.store.acquire(["x", "y"], [...one, ...one])).toMatchObject({ ok: false });
+    expect((await b!.store.acquire(["x"], one)).ok).toBe(true);
+    await c!.store.release(blocker);
+  });
+
+  it("createRedisScopes() sends the acquires and releases of one turn in one round trip, releases first", async () => {
+    const [b] = await redisProcesses(1); // the prefix and its clean-up
+    const client = await connectRedis();
+    let calls = 0;
+    const counting: RedisScopesClient = {
+      sendCommand: (args) => {
+        if (args[0] === "EVALSHA" || args[0] === "EVAL") calls++;
+        return client.sendCommand([...args]);
+      },
+      duplicate: () => client.duplicate(),
+    };
+    const a = await createRedisScopes(counting, { prefix: b!.store.prefix, processId: "a" });
+    onCleanup(() => a.close());
+    const one = [{ concurrency: 1, delayMs: 0 }];
+    const held = leaseOf(await a.acquire(["o"], one));
+    expect(calls).toBe(1);
+    // Asked in this order in one turn: the acquire still finds the slot free.
+    const [next, , other] = await Promise.all([
+      a.acquire(["o"], one),
+      a.release(held),
+      a.acquire(["p"], one),
+    ]);
+    expect(calls).toBe(2);
+    expect(next.ok).toBe(true);
+    expect(other.ok).toBe(true);
   });
 
   it("createRedisScopes() answers how long the delay has left", async () => {
@@ -188,7 +278,7 @@ describe("createRedisScopes()", () => {
     await until(() => seenByA.length > 0 && seenByB.length >= 2, "the messages");
     expect(seenByB).toEqual([
       { type: "backoff", from: "p0", scope: "m", level: 2, cause: "status 503" },
-      { type: "release", from: "p0", scopes: ["m"] },
+      { type: "release", from: "p0", scopes: ["m"], next: [""] },
     ]);
     expect(seenByA).toEqual([{
       type: "backoff",

@@ -5,7 +5,13 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { from, lastValueFrom, toArray } from "rxjs";
-import type { RedisScopes, SharedMessage } from "../lib/redis_scopes.ts";
+import {
+  type AcquireResult,
+  createRedisScopes,
+  type RedisScopes,
+  type RedisScopesClient,
+  type SharedMessage,
+} from "../lib/redis_scopes.ts";
 import { shareBackoff } from "../lib/shared_backoff.ts";
 import { sharedDownload } from "../lib/shared_download.ts";
 import { createThrottler, type Throttler } from "../lib/throttler.ts";
@@ -13,7 +19,7 @@ import type { ThrottlerSettingsInput } from "../lib/settings.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
-import { onCleanup, redisProcesses, runCleanups, until } from "./_helpers/redis.ts";
+import { connectRedis, onCleanup, redisProcesses, runCleanups, until } from "./_helpers/redis.ts";
 
 afterEach(runCleanups);
 
@@ -174,4 +180,66 @@ describe("shareBackoff()", () => {
     if (got.ok) throw new Error("unreachable");
     expect(got.waitMs).toBeGreaterThan(1_000);
   });
+});
+
+describe("shareBackoff() with sharedDownload()", () => {
+  it(
+    "shareBackoff() stores a hold in Redis before the lease of the response that brought it is released",
+    async () => {
+      const server = await startRecordingServer((_req, res) => {
+        res.writeHead(429, { "retry-after": "5" }).end("slow down");
+      });
+      onCleanup(() => server.close());
+      const [, b] = await redisProcesses(2); // b for the prefix (and its clean-up) and as the other process
+      const client = await connectRedis();
+      // The real client of process a, its commands recorded in the order they
+      // go out on its one connection (the order Redis runs them in).
+      const sent: string[] = [];
+      const recording: RedisScopesClient = {
+        sendCommand: (args) => {
+          // A backoff goes out as its message; a release as a batch with an
+          // 'r' operation (its message is built in Redis).
+          if (args.some((arg) => arg.startsWith('{"type":"backoff"'))) sent.push("backoff");
+          else if (args[0] === "EVALSHA" && args.includes("r")) sent.push("release");
+          return client.sendCommand([...args]);
+        },
+        duplicate: () => client.duplicate(),
+      };
+      const a = await createRedisScopes(recording, { prefix: b!.store.prefix, processId: "a" });
+      onCleanup(() => a.close());
+      const ta = createThrottler<string>({
+        adaptive: false,
+        retry: { enabled: false },
+        downloadDelayMs: 0,
+      });
+      const sharing = shareBackoff(a, ta);
+      onCleanup(() => sharing.unsubscribe());
+      // The other process asks the moment it hears the release, as a waiting request does.
+      const asked = new Promise<AcquireResult>((resolve) => {
+        const sub = b!.store.released$.subscribe((scopes) => {
+          sub.unsubscribe();
+          resolve(b!.store.acquire(scopes, scopes.map(() => ({ concurrency: 8, delayMs: 0 }))));
+        });
+      });
+      const get = async (url: string) => {
+        const response = await fetch(url);
+        await response.text();
+        return { status: response.status, headers: response.headers };
+      };
+      const outcomes = await lastValueFrom(
+        from([`${server.origin}/a`]).pipe(
+          throttleByScope(ta, sharedDownload(a, ta, get)),
+          backoffOn(ta),
+          toArray(),
+        ),
+      );
+      expect(outcomes[0]).toMatchObject({ kind: "response", response: { status: 429 } });
+      const got = await asked;
+      expect(sent).toEqual(["backoff", "release"]);
+      expect(got).toMatchObject({ ok: false });
+      if (got.ok) throw new Error("unreachable");
+      expect(got.waitMs).toBeGreaterThan(3_000);
+    },
+    60_000,
+  );
 });

@@ -9,7 +9,9 @@ import process from "node:process";
 import { from, lastValueFrom, NEVER, Observable, of, Subject, throwError, toArray } from "rxjs";
 import {
   type AcquireResult,
+  createRedisScopes,
   type RedisScopes,
+  type RedisScopesClient,
   RedisScopesError,
   type ScopeLease,
   type ScopeLimits,
@@ -22,7 +24,14 @@ import { backoffOn } from "../operators/backoff_on.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
 import { testScheduler } from "./_helpers/test_scheduler.ts";
 import { type ProcessRun, runProcess } from "./_helpers/run_process.ts";
-import { onCleanup, REDIS_PORT, redisProcesses, runCleanups, until } from "./_helpers/redis.ts";
+import {
+  connectRedis,
+  onCleanup,
+  REDIS_PORT,
+  redisProcesses,
+  runCleanups,
+  until,
+} from "./_helpers/redis.ts";
 
 afterEach(runCleanups);
 
@@ -317,6 +326,96 @@ describe("sharedDownload() lease bookkeeping", () => {
   });
 });
 
+describe("sharedDownload() lines", () => {
+  /** Four requests of one scope, all admitted locally, through a scripted store. */
+  function fourInLine() {
+    const scheduler = testScheduler();
+    const { store, script } = scriptedStore();
+    const throttler = createThrottler<string>(
+      { adaptive: false, concurrentRequestsPerDomain: 4, downloadDelayMs: 0 },
+      { scheduler },
+    );
+    const outcomes: Outcome<string, number>[] = [];
+    const subscription = from([1, 2, 3, 4].map((i) => `http://a.test/${i}`)).pipe(
+      throttleByScope(
+        throttler,
+        sharedDownload(store, throttler, () => of(200), { scheduler, pollMs: 60_000 }),
+      ),
+    ).subscribe((o) => outcomes.push(o));
+    onCleanup(() => subscription.unsubscribe());
+    return { script, outcomes, subscription, throttler };
+  }
+
+  it("sharedDownload() has one request of a scope set ask Redis at a time, the others waiting in line", async () => {
+    const { script, outcomes, throttler } = fourInLine();
+    await settle();
+    expect(throttler.active).toBe(4);
+    expect(script.acquires).toHaveLength(1);
+    script.acquires[0]!.answer({ ok: false, waitMs: 0, full: true, expiresInMs: 60_000 });
+    await settle();
+    script.releases$.next(["a.test"]); // wakes the one asker, not four
+    await settle();
+    expect(script.acquires).toHaveLength(2);
+    script.grant(1);
+    await settle();
+    // Granted: the next in line asks at once.
+    expect(outcomes).toHaveLength(1);
+    expect(script.acquires).toHaveLength(3);
+    script.grant(2);
+    await settle();
+    script.grant(3);
+    await settle();
+    script.grant(4);
+    await settle();
+    expect(outcomes.map((o) => o.kind)).toEqual(Array(4).fill("response"));
+    expect(script.acquires).toHaveLength(5);
+  });
+
+  it("sharedDownload() fails the requests waiting behind an asker whose Redis call failed", async () => {
+    const { script, outcomes } = fourInLine();
+    await settle();
+    script.acquires[0]!.fail(new Error("socket closed"));
+    await settle();
+    expect(script.acquires).toHaveLength(1);
+    expect(outcomes).toHaveLength(4);
+    for (const outcome of outcomes) {
+      expect(outcome).toMatchObject({
+        kind: "error",
+        error: { name: "RedisScopesError", operation: "acquire" },
+      });
+    }
+  });
+
+  it("sharedDownload() hands the asking on when the asker is unsubscribed, and forgets a waiter that went", async () => {
+    const scheduler = testScheduler();
+    const { store, script } = scriptedStore();
+    const throttler = createThrottler<string>({ concurrentRequestsPerDomain: 4 }, { scheduler });
+    const download = sharedDownload(store, throttler, () => of(200), { scheduler, pollMs: 60_000 });
+    const context = (scopes: readonly string[]) => ({
+      signal: new AbortController().signal,
+      attempt: 1,
+      scopes,
+    });
+    const first = from(download("http://a.test/1", context(["a.test"]))).subscribe();
+    const second = from(download("http://a.test/2", context(["a.test"]))).subscribe();
+    const got: number[] = [];
+    const third = from(download("http://a.test/3", context(["a.test"]))).subscribe((v) =>
+      got.push(v)
+    );
+    onCleanup(() => [first, second, third].forEach((s) => s.unsubscribe()));
+    await settle();
+    expect(script.acquires).toHaveLength(1);
+    second.unsubscribe(); // waiting in line: leaves it
+    first.unsubscribe(); // the asker: the third asks now
+    await settle();
+    expect(script.acquires).toHaveLength(2);
+    script.grant(1);
+    await settle();
+    expect(got).toEqual([200]);
+    expect(script.acquires).toHaveLength(2);
+  });
+});
+
 /** A loopback server that answers 200 after `ms` and counts the most requests it had in flight at once. */
 async function slowServer(ms: number) {
   let inFlight = 0;
@@ -377,13 +476,43 @@ describe("sharedDownload()", () => {
     );
     for (const run of runs) {
       expect(run.code, run.stdout + run.stderr).toBe(0);
-      expect(JSON.parse(run.stdout.trim().split("\n").at(-1)!)).toEqual({
+      expect(JSON.parse(run.stdout.trim().split("\n").at(-1)!)).toMatchObject({
         statuses: Array(10).fill(200),
       });
     }
     expect(server.arrivals).toHaveLength(20);
     expect(server.most()).toBeLessThanOrEqual(2);
   }, 30_000);
+
+  it(
+    "sharedDownload() gives two real child processes on one slot their turns: neither is starved",
+    async () => {
+      const server = await slowServer(2);
+      const [a] = await redisProcesses(1); // for the prefix and the clean-up of its keys
+      const count = 30;
+      // Both send once both are ready (a barrier in Redis).
+      const runs = await Promise.all(
+        ["w1", "w2"].map((tag) =>
+          runWorker([server.origin, a!.store.prefix, String(count), "1", tag, "2"])
+        ),
+      );
+      const grants: { w: number; at: number }[] = [];
+      runs.forEach((run, w) => {
+        expect(run.code, run.stdout + run.stderr).toBe(0);
+        const result = JSON.parse(run.stdout.trim().split("\n").at(-1)!);
+        expect(result.statuses).toEqual(Array(count).fill(200));
+        for (const at of result.granted) grants.push({ w, at });
+      });
+      expect(server.most()).toBe(1);
+      // While both had requests left (the first `count` grants), each had at least a quarter.
+      grants.sort((x, y) => x.at - y.at);
+      const first = grants.slice(0, count);
+      for (const w of [0, 1]) {
+        expect(first.filter((g) => g.w === w).length).toBeGreaterThanOrEqual(count / 4);
+      }
+    },
+    90_000,
+  );
 
   it("sharedDownload() spaces two throttlers' sends by the delay on the Redis clock", async () => {
     const procs = await redisProcesses(2);
@@ -409,6 +538,83 @@ describe("sharedDownload()", () => {
       expect(granted[i]! - granted[i - 1]!).toBeGreaterThanOrEqual(delayMs - 1);
     }
   });
+
+  it(
+    "sharedDownload() gives two processes competing for one slot their turns: neither is starved",
+    async () => {
+      const procs = await redisProcesses(2);
+      const grants: { p: number; at: number }[] = [];
+      const perProcess = 40;
+      const runs = procs.map(({ store }, p) => {
+        const throttler = createThrottler({ concurrentRequestsPerDomain: 1, downloadDelayMs: 0 });
+        const download = sharedDownload(store, throttler, (_url: string, ctx) => {
+          grants.push({ p, at: ctx.lease.grantedAt });
+          return Promise.resolve(200);
+        });
+        const urls = Array.from({ length: perProcess }, (_, i) => `http://fair.test/p${p}/${i}`);
+        return lastValueFrom(from(urls).pipe(throttleByScope(throttler, download), toArray()));
+      });
+      const outcomes = (await Promise.all(runs)).flat();
+      expect(outcomes.map((o) => o.kind)).toEqual(Array(2 * perProcess).fill("response"));
+      // While both still had requests to send (the first perProcess grants),
+      // each had a fair part of the turns: at least a quarter.
+      grants.sort((x, y) => x.at - y.at);
+      const first = grants.slice(0, perProcess);
+      for (const p of [0, 1]) {
+        expect(first.filter((g) => g.p === p).length).toBeGreaterThanOrEqual(perProcess / 4);
+      }
+    },
+    60_000,
+  );
+
+  it(
+    "sharedDownload() waits out a client time-out of an acquire that Redis ran, and gives that grant back",
+    async () => {
+      const [b] = await redisProcesses(1); // the prefix and its clean-up
+      const client = await connectRedis();
+      class TimeoutError extends Error {} // node-redis's: no message, known by its class
+      let timedOut = 0;
+      const slow: RedisScopesClient = {
+        sendCommand: async (args) => {
+          const reply = await client.sendCommand([...args]);
+          // The first acquire runs in Redis (and is granted), but the client
+          // gives up on it before the answer comes.
+          if (timedOut === 0 && args[0] === "EVALSHA" && args.includes("a")) {
+            timedOut++;
+            throw new TimeoutError();
+          }
+          return reply;
+        },
+        duplicate: () => client.duplicate(),
+      };
+      const store = await createRedisScopes(slow, { prefix: b!.store.prefix, processId: "slow" });
+      onCleanup(() => store.close());
+      const throttler = createThrottler<string>({ concurrentRequestsPerDomain: 1 });
+      const errors: RedisScopesError[] = [];
+      const outcome = await lastValueFrom(
+        from(["http://slow.test/1"]).pipe(
+          throttleByScope(
+            throttler,
+            sharedDownload(store, throttler, () => Promise.resolve(200), {
+              pollMs: 20,
+              onError: (e) => errors.push(e),
+            }),
+          ),
+        ),
+      );
+      expect(timedOut).toBe(1);
+      // Granted on the second ask: the first grant, which took the one slot, was given back.
+      expect(outcome).toMatchObject({ kind: "response", response: 200 });
+      expect(errors.map((e) => e.message)).toEqual([
+        expect.stringMatching(/client timed out: asking again/),
+      ]);
+      await until(
+        async () => (await client.zCard(`${store.prefix}lease:slow.test`)) === 0,
+        "every lease given back",
+      );
+    },
+    60_000,
+  );
 
   it("sharedDownload() releases the lease when the pipeline is unsubscribed mid-download", async () => {
     const [a] = await redisProcesses(1);
