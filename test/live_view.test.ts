@@ -1,5 +1,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { NEVER } from "rxjs";
+import { runCrawl } from "../lib/cli/crawl.ts";
+import type { InputLine } from "../lib/cli/input.ts";
 import { emptyCounts } from "../lib/cli/crawl_stats.ts";
 import {
   fit,
@@ -154,4 +157,53 @@ describe("TerminalScreen", () => {
       "\x1b[?25h",
     ]);
   });
+
+  it("TerminalScreen.detach() draws the next frame below a line written after the last one (the Ctrl-C line stays)", () => {
+    const writes: string[] = [];
+    const screen = new TerminalScreen({ write: (t: string) => writes.push(t), columns: 90 });
+    screen.draw("one\ntwo");
+    writes.push("politely: stopping on SIGINT\n"); // stderr, same terminal
+    screen.detach();
+    screen.draw("last");
+    // No cursor-up over the two frame lines (which would land on the stop line).
+    expect(writes.at(-1)).toBe("last\x1b[K\n\x1b[J");
+  });
+});
+
+describe("runCrawl() live view stopped by a signal", () => {
+  it("runCrawl() draws its last frame below the line a signal wrote, not over it", async () => {
+    const writes: string[] = [];
+    const terminal = { write: (t: string) => writes.push(t) > 0, columns: 100, rows: 30 };
+    const stop = new AbortController();
+    let started = 0;
+    const done = runCrawl({
+      settings: { concurrentRequestsPerDomain: 1 },
+      input: [{ kind: "request", request: { url: "http://a.test/1" } }] as unknown as InputLine[],
+      view: "live",
+      stdout: terminal as never,
+      stderr: { write: () => true },
+      refreshMs: 10,
+      stop: stop.signal,
+      download: (() => {
+        started++;
+        return NEVER; // in flight until stopped
+      }) as never,
+    });
+    await new Promise<void>((resolve) => {
+      const poll = setInterval(() => {
+        if (started > 0 && writes.some((w) => w.includes("politely crawl"))) {
+          clearInterval(poll);
+          resolve();
+        }
+      }, 5);
+    });
+    // What main.ts's signal handler does: a line on the terminal, then the stop.
+    terminal.write("politely: stopping on SIGINT (send it again to quit at once)\n");
+    stop.abort();
+    const result = await done;
+    expect(result.stoppedBy).toBe("signal");
+    const frames = writes.filter((w) => w.includes("politely crawl"));
+    // The last frame starts where the cursor is (below the stop line): no move up.
+    expect(frames.at(-1)!.startsWith("\x1b[")).toBe(false);
+  }, 60_000);
 });

@@ -475,6 +475,9 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
       ticker.unsubscribe();
       options.stop?.removeEventListener("abort", onStop);
       if (screen !== undefined) {
+        // Stopped by a signal: its line was just written below the frame;
+        // the last frame goes below it rather than over it.
+        if (why === "signal") screen.detach();
         screen.draw(renderLiveView(state(), screen.width));
         screen.close();
       } else if (options.view === "plain") stdout.write(`${formatProgressLine(state())}\n`);

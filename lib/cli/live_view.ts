@@ -233,6 +233,15 @@ export class TerminalScreen {
     this.#lines = lines.length;
   }
 
+  /**
+   * Leave the last frame where it is: the next one is drawn below whatever
+   * was written after it (a line on stderr, "stopping on SIGINT", stays
+   * visible instead of being drawn over).
+   */
+  detach(): void {
+    this.#lines = 0;
+  }
+
   /** Leave the last frame on screen and show the cursor again. Safe to call twice. */
   close(): void {
     if (this.#closed) return;
