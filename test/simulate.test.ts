@@ -12,6 +12,7 @@ import { simulate, spreadUrls } from "../lib/sim/simulate.ts";
 import { parseDuration, parseSiteSpec, type SimulatedSiteSpec } from "../lib/sim/site_spec.ts";
 import { startZooServer } from "../lib/sim/zoo_server.ts";
 import { parseSimulateArgs, simulateCommand } from "../lib/cli/simulate_command.ts";
+import { COMMAND_USAGE } from "../lib/cli/args.ts";
 
 describe("parseSiteSpec()", () => {
   it("parseSiteSpec() reads each shape and the common keys", () => {
@@ -285,6 +286,8 @@ describe("politely simulate", () => {
     expect(simulateCommand(badArgs, bad.io)).toBe(2);
     expect(bad.err).toEqual(["politely: a fixed site needs 'window='\n"]);
     expect(() => parseSimulateArgs(["--urls", "5"])).toThrow("simulate needs --site SPEC");
+    expect(parseSimulateArgs(["--help"])).toEqual({ command: "help", topic: "simulate" });
+    expect(COMMAND_USAGE.simulate).toContain("Usage: politely simulate");
     expect(() => parseSimulateArgs(["--site", "none", "--urls=-1"])).toThrow(
       "--urls expects a whole number >= 0",
     );

@@ -106,7 +106,7 @@ export interface DemoArgs {
 }
 
 /** The commands that have their own help. */
-export type HelpTopic = "crawl" | "demo";
+export type HelpTopic = "crawl" | "demo" | "simulate";
 
 /** `politely help [COMMAND]`, `--help`, `-h` (after a command too), or no command. */
 export interface HelpArgs {
@@ -199,6 +199,27 @@ ${DEMO_OPTIONS}
   -h, --help         this text
 
 See docs/CLI.md.`,
+  simulate: `Usage: politely simulate [FILE] --site SPEC ... [options]
+
+Predict a crawl in virtual time: the real throttler, backoff, retries and request queue against
+simulated sites, in seconds. FILE: URLs whose hosts are the sites' (instead of --urls).
+
+Options:
+  --site SPEC        a site, repeatable: a shape and key=value pairs, e.g.
+                     "bucket rate=10 burst=3 status=429 latency=50ms host=api.example.com";
+                     shapes bucket, spacer, fixed, sliding, conc, shed, none
+  --sites FILE       sites as JSON: {"sites": [...], "urls": N, "zipf": S}
+  --urls N           N URLs spread over the sites by weight (default 1000)
+  --zipf S           spread them by a Zipf law of exponent S instead
+  --settings FILE, --set NAME=VALUE   the crawl's settings, as for crawl
+  --rampup           every scope probes its limit (the rampup operator)
+  --seed N           seed of every random draw (default 1): the same seed, the same figures
+  --jitter MS        requests reach the sites up to MS late (real clocks do)
+  --json             the figures as one JSON object
+  --svg FILE         a plot of the busiest sites' rate against their limits
+  -h, --help         this text
+
+See docs/SIMULATE.md.`,
 };
 
 const DEFAULT_DEMO_SECONDS = 45;
@@ -246,7 +267,9 @@ function parseHelp(argv: readonly string[]): HelpArgs {
   if (extra.length > 0) {
     throw new UsageError(`help takes one command: current value is ${argv.join(" ")}`);
   }
-  if (topic === "crawl" || topic === "demo") return { command: "help", topic };
+  if (topic === "crawl" || topic === "demo" || topic === "simulate") {
+    return { command: "help", topic };
+  }
   throw unknownCommand(topic);
 }
 

@@ -63,7 +63,9 @@ function number(flag: string, text: string | undefined, least: number, integer: 
  *
  * @throws {UsageError} With one line naming the option.
  */
-export function parseSimulateArgs(argv: readonly string[]): SimulateArgs | { command: "help" } {
+export function parseSimulateArgs(
+  argv: readonly string[],
+): SimulateArgs | { command: "help"; topic: "simulate" } {
   const { values, positionals } = parseArgs({
     args: [...argv],
     allowPositionals: true,
@@ -83,7 +85,7 @@ export function parseSimulateArgs(argv: readonly string[]): SimulateArgs | { com
       help: { type: "boolean", short: "h" },
     },
   });
-  if (values.help === true) return { command: "help" };
+  if (values.help === true) return { command: "help", topic: "simulate" };
   if (positionals.length > 1) {
     throw new UsageError(
       `simulate takes at most one input file: current value is ${positionals.join(" ")}`,
