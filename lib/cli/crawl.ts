@@ -532,7 +532,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
             ...(o.response.statusText ? { statusText: o.response.statusText } : {}),
             responseHeaders: o.response.headers,
             body: o.response.raw,
-            date: new Date(Number.isFinite(o.sentAt) ? o.sentAt : Date.now()),
+            date: new Date(Number.isFinite(o.sentAt) ? o.sentAt : scheduler.now()),
           });
           if (bodies !== undefined) await saveBody(bodies, o.response);
         }
