@@ -91,3 +91,31 @@ export function resolveCliSettings(
     throw new SettingsError(firstLine(error));
   }
 }
+
+/**
+ * `--settings` and `--set` as a command reads them: the settings, with each
+ * warning written to `stderr` as one line; or `undefined` when they cannot be
+ * used, after one line saying why (the command exits 2).
+ *
+ * @param args The command's `--settings FILE` and `--set` pairs.
+ * @param stderr Where the lines go.
+ * @returns The settings, or `undefined`.
+ */
+export function loadCliSettings(
+  args: {
+    readonly settingsFile: string | undefined;
+    readonly set: readonly (readonly [string, string])[];
+  },
+  stderr: { write(text: string): unknown },
+): CliSettings | undefined {
+  let settings: CliSettings;
+  try {
+    settings = resolveCliSettings(args.settingsFile, args.set);
+  } catch (error) {
+    if (!(error instanceof SettingsError)) throw error;
+    stderr.write(`politely: ${error.message}\n`);
+    return undefined;
+  }
+  for (const w of settings.warnings) stderr.write(`politely: warning: ${w.message}\n`);
+  return settings;
+}

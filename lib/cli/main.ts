@@ -30,7 +30,7 @@ import {
   USAGE,
   UsageError,
 } from "./args.ts";
-import { resolveCliSettings, SettingsError } from "./cli_settings.ts";
+import { loadCliSettings } from "./cli_settings.ts";
 import { isWriteError, runCrawl, type ViewMode } from "./crawl.ts";
 import {
   DEMO_PAGES,
@@ -221,14 +221,8 @@ function outputMode(args: CrawlArgs, jobDir: string | undefined): "truncate" | "
 }
 
 async function crawlCommand(args: CrawlArgs): Promise<number> {
-  let settings;
-  try {
-    settings = resolveCliSettings(args.settingsFile, args.set);
-  } catch (error) {
-    if (error instanceof SettingsError) return fail(error.message);
-    throw error;
-  }
-  for (const w of settings.warnings) process.stderr.write(`politely: warning: ${w.message}\n`);
+  const settings = loadCliSettings(args, process.stderr);
+  if (settings === undefined) return EXIT_USAGE;
   // Before the input is opened: its lines start flowing once it is.
   let redis: RedisOption | undefined;
   if (args.redis !== undefined) {

@@ -16,7 +16,7 @@ import {
   SiteSpecError,
 } from "../sim/site_spec.ts";
 import { UsageError } from "./args.ts";
-import { resolveCliSettings, SettingsError } from "./cli_settings.ts";
+import { loadCliSettings } from "./cli_settings.ts";
 
 /** `politely simulate [FILE] [options]`. */
 export interface SimulateArgs {
@@ -231,14 +231,8 @@ export function simulateCommand(
     io.stderr.write(`politely: ${message}\n`);
     return 2;
   };
-  let settings;
-  try {
-    settings = resolveCliSettings(args.settingsFile, args.set);
-  } catch (error) {
-    if (error instanceof SettingsError) return fail(error.message);
-    throw error;
-  }
-  for (const w of settings.warnings) io.stderr.write(`politely: warning: ${w.message}\n`);
+  const settings = loadCliSettings(args, io.stderr);
+  if (settings === undefined) return 2;
   let sites: SimulatedSiteSpec[];
   let urls: number | string[];
   let zipf = args.zipf;
