@@ -20,7 +20,12 @@
  *   estimate of the rate the site admitted while the scope pressed against it;
  * - a **window** (refusals in a block, whatever the pace): probes spaced
  *   further and further apart until one is admitted, then the pace of one
- *   window's admits over the window's length.
+ *   window's admits over the window's length;
+ * - a **quota told by holds**: a server that holds the scope (Retry-After
+ *   longer than a second) for most of the time between one hold's end and
+ *   the next has a window; what it admitted in between is its quota per that
+ *   time (`quota`, which the manager keeps as the scope's learned quota),
+ *   and the pace is not cut.
  * Rounds are short (a few round trips or a few sends) while learning; once
  * `lo` and `hi` meet the scope probes above its rate once per
  * `BACKOFF_WINDOW`, so about the target number of refusals per window.
@@ -97,6 +102,12 @@ const STRICT_SENDS = 4;
 const WINDOW_MIN_ADMITS = 3;
 /** A window's estimated rate may be this much too low: bisection may climb that far above it. */
 const WINDOW_HEADROOM = 1.15;
+/** Admits a cycle between two server holds needs before it says a rate. */
+const CYCLE_MIN_ADMITS = 3;
+/** A cycle whose hold is at least this share of it is a window's (or a burst's) pattern. */
+const HELD_SHARE = 0.65;
+/** A first run of admits this far above the estimated rate's share was a saved burst. */
+const BURST_MIN = 4;
 /** In-flight counts are tallied up to this. */
 const MAX_F = 64;
 /** Sends remembered for their in-flight count. */
@@ -163,6 +174,11 @@ export class RampupController {
   #sendsAtRate = 0;
   /** The pace of the last quiet round. */
   #lastQuiet = 0;
+  /**
+   * A window quota told by the server's holds (see `onTrigger`), read and
+   * cleared by the manager; a quota announced in headers or configured wins.
+   */
+  quota: { limit: number; windowMs: number; resetAt: number } | undefined;
   /** A hold the controller asks for (a probe in a block), read by the manager. */
   holdUntil = 0;
   /** Steps taken on a trigger or an answer, reported by the next `advance`. */
@@ -186,6 +202,8 @@ export class RampupController {
         this.#periodAdmits = before.admits;
       }
       if (before.sends !== undefined) this.#sends.copyFrom(before.sends);
+      if (before.admits > 0) this.#cycleAdmits = before.admits;
+      if (Number.isFinite(before.firstSentAt)) this.#cycleFirstSend = before.firstSentAt;
     }
   }
 
@@ -211,6 +229,7 @@ export class RampupController {
     }
     if (Number.isNaN(this.#roundStart)) this.#openRound(now);
     if (this.#firstOwnSendAt === Infinity) this.#firstOwnSendAt = now;
+    if (Number.isNaN(this.#cycleFirstSend) && now >= this.#cycleStart) this.#cycleFirstSend = now;
     this.#sends.push(now, active);
     this.#roundSends++;
     this.#sendsAtRate++;
@@ -235,6 +254,7 @@ export class RampupController {
     const f = this.#fOf(sentAt, false);
     if (f !== undefined) this.#admitAtF[Math.min(f, MAX_F)]!++;
     this.#periodAdmits++;
+    if ((sentAt ?? now) >= this.#cycleStart) this.#cycleAdmits++;
     this.#admitStarts[this.#admitCount % RING] = sentAt ?? now;
     this.#admitTimes[this.#admitCount++ % RING] = now;
     // Counted by send: requests in flight at the first refusal were sent
@@ -243,7 +263,24 @@ export class RampupController {
     if (sentAt !== undefined && sentAt > this.#lastCutAt && !Number.isNaN(this.#blockStart)) {
       this.#endBlock(now, sentAt);
     }
+    if (this.#oneInFlight && (sentAt === undefined || sentAt > this.#lastCutAt)) {
+      this.#oneInFlight = false;
+      this.#needsApply = true;
+    }
   }
+
+  /**
+   * One in flight until a send after the cut is admitted, after a refusal
+   * under a supposed cap: a site whose window ran out refuses everything the
+   * cap lets through, and a real cap admits the one at once (a round trip's
+   * cost).
+   */
+  #oneUntilAdmit(knobs: RampKnobs): void {
+    knobs.concurrency = Math.max(1, this.limits.minConcurrency);
+    this.#oneInFlight = true;
+  }
+
+  #oneInFlight = false;
 
   /**
    * Pace no faster than `delayMs` apart (learned elsewhere: another process
@@ -267,8 +304,37 @@ export class RampupController {
     // every refused request in flight brings the same Retry-After).
     const from = Math.max(now, this.#heldUntil);
     if (until > from && !Number.isNaN(this.#episodeStart)) this.#heldMs += until - from;
-    if (until > this.#heldUntil) this.#heldUntil = until;
+    if (until > now && now >= this.#heldUntil) {
+      // A new hold after the last one ended: a cycle from the first send
+      // after that end to this hold's end, its hold included.
+      this.#cycle = Number.isNaN(this.#cycleFirstSend) ? undefined : {
+        admits: this.#cycleAdmits,
+        ms: until - this.#cycleFirstSend,
+        heldMs: until - now,
+        at: now,
+      };
+      this.#cycleAdmits = 0;
+      this.#cycleFirstSend = Number.NaN;
+    }
+    if (until > this.#heldUntil) {
+      this.#heldUntil = until;
+      this.#cycleStart = until;
+    }
   }
+
+  /** Admits before the first refusal, and the time they took. */
+  #firstAdmits = 0;
+  #firstSpanMs = 0;
+  /** Admits sent since the last server hold ended. */
+  #cycleAdmits = 0;
+  /** The end of the last server hold: the current cycle's start. */
+  #cycleStart = -Infinity;
+  /** The first send of the current cycle. */
+  #cycleFirstSend = Number.NaN;
+  /** The length of the last window read from a block: rounds last as long. */
+  #cycleMs = 0;
+  /** The last finished cycle: admits between two server holds, over their time, the hold included. */
+  #cycle: { admits: number; ms: number; heldMs: number; at: number } | undefined;
 
   /**
    * A trigger at `now` for a request sent at `sentAt` (undefined for
@@ -290,6 +356,11 @@ export class RampupController {
     // Sent before (or at the instant of) the last cut: answered for by it.
     if (sentAt !== undefined && sentAt <= this.#lastCutAt) return undefined;
     if (sentAt !== undefined) this.#lastRefusedAt = sentAt;
+    if (this.#phase === "start" && !Number.isNaN(this.#firstSendAt)) {
+      // What the site admitted before its first refusal: a saved burst shows.
+      this.#firstAdmits = this.#periodAdmits;
+      this.#firstSpanMs = Math.max(0, (sentAt ?? now) - this.#firstSendAt);
+    }
     this.#phase = "learn";
     this.#roundTriggers++;
     // A target [lo, hi]: the first lo - 1 triggers of a window are tolerated (rampup asked for them).
@@ -322,6 +393,7 @@ export class RampupController {
         this.#capLimit = this.#capBelow(now, f);
         this.#cut(now, false);
         this.#apply(knobs);
+        this.#oneUntilAdmit(knobs);
         return this.#report(
           knobs,
           `concurrency cap: refused with ${f} in flight, lowered to ${this.#capLimit}`,
@@ -364,6 +436,30 @@ export class RampupController {
       return this.#report(knobs, `refused again: next probe in ${Math.round(wait)} ms`);
     }
 
+    const cycle = this.#cycle;
+    if (
+      cycle !== undefined && cycle.at === now && cycle.admits >= CYCLE_MIN_ADMITS &&
+      cycle.heldMs >= HELD_SHARE * cycle.ms && cycle.ms < lim.maxDelayMs &&
+      // A hold of a second or less is a bucket's or a spacer's
+      // Retry-After as often as a window's (whole seconds).
+      cycle.heldMs > 1_000 &&
+      // A pace that went a round without a refusal above the quota's rate:
+      // the hold was a bucket's or a spacer's Retry-After, not a window's.
+      (cycle.admits * 1000) / cycle.ms > this.#lastQuiet
+    ) {
+      // Held by the server for most of the time since its last hold ended:
+      // a window (or a bucket's refill) gives so many per so long, whatever
+      // the pace. The pace stays; a quota of what it admitted per that time
+      // stops the scope before the refusal, in bursts like the site's.
+      this.quota = { limit: cycle.admits, windowMs: cycle.ms, resetAt: this.#heldUntil };
+      this.#cut(now, false);
+      return this.#report(
+        knobs,
+        `held again: ${cycle.admits} admitted in ${
+          Math.round(cycle.ms)
+        } ms, a quota of ${cycle.admits}`,
+      );
+    }
     const pace = this.rate !== Infinity ? this.rate : this.#sends.count < 2
       // Made at this trigger: what is in flight, over the refused request's round trip.
       ? (Math.max(1, activeNow) * 1000) / Math.max(1, now - sentAt)
@@ -404,6 +500,15 @@ export class RampupController {
       // to go: a bucket admits its rate to a client that presses, a strict
       // spacer at least half of it, so the limit is no more than twice it.
       this.#hi = Math.min(this.#hi, 2 * est);
+      // A site that first admitted a burst well above this rate is a bucket:
+      // pressed, it admits its rate, and a pace above it passes quiet rounds
+      // on the burst it saved meanwhile, to be refused long after. The
+      // estimate is the limit, give or take the probe step.
+      // Holds make that fuzzy (a small bucket wastes the refill of a long
+      // hold): then the rate admitted while not held bounds it.
+      if (this.#savedBurst(est)) {
+        this.#hi = Math.min(this.#hi, Math.max(est * (1 + 2 * CONVERGED), this.#estimateUnheld));
+      }
       next = Math.min(ESTIMATE_SHARE * est, pace * (1 - CONVERGED));
       why = `refused at ${fmt(pace)}/s, admitted ${fmt(est)}/s: rate ${fmt(next)}/s`;
     }
@@ -504,7 +609,21 @@ export class RampupController {
     if (this.#episodeAdmits < 4) return undefined;
     const span = sentAt - this.#episodeStart - this.#heldMs;
     if (span <= 0) return undefined;
-    return (this.#episodeAdmits * 1000) / span;
+    // A site that saved a burst (a bucket) refills during the holds too, and
+    // the admits that refill paid for came from the held time: it counts.
+    // (Told with the held time counted: left out, the estimate is inflated
+    // by that refill and hides the burst.)
+    const withHolds = (this.#episodeAdmits * 1000) / (span + this.#heldMs);
+    this.#estimateUnheld = (this.#episodeAdmits * 1000) / span;
+    return this.#savedBurst(withHolds) ? withHolds : this.#estimateUnheld;
+  }
+
+  /** The last episode estimate with the held time left out (see `#episodeEstimate`). */
+  #estimateUnheld = 0;
+
+  /** Whether the admits before the first refusal were well above `rate`: a burst the site had saved. */
+  #savedBurst(rate: number): boolean {
+    return this.#firstAdmits - (rate * this.#firstSpanMs) / 1000 >= BURST_MIN;
   }
 
   #ordinaryStep(now: number, knobs: RampKnobs): string {
@@ -560,6 +679,8 @@ export class RampupController {
       // Room above it for the guess's error.
       this.#hi = est * WINDOW_HEADROOM;
       this.#windowRate = est;
+      // A round shorter than the window says nothing of it.
+      this.#cycleMs = Math.min(period, this.limits.windowMs);
       this.rate = this.#clampRate(ESTIMATE_SHARE * est);
       this.#pending.push({
         kind: "rampup",
@@ -629,7 +750,7 @@ export class RampupController {
     const gap = this.rate === Infinity ? 0 : 1000 / this.rate;
     this.#roundStart = now;
     this.#roundMs = Math.min(
-      Math.max(MIN_ROUND_MS, ROUND_TRIPS * latency, ROUND_SENDS * gap),
+      Math.max(MIN_ROUND_MS, ROUND_TRIPS * latency, ROUND_SENDS * gap, this.#cycleMs),
       Math.max(this.limits.windowMs, MIN_ROUND_MS),
     );
     this.#roundSends = 0;

@@ -271,6 +271,13 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       const hold = signal.uncapped === true ? signal.holdMs : Math.min(signal.holdMs, b.maxDelayMs);
       if (now + hold > x.holdUntil) x.holdUntil = now + hold;
       x.ramp?.onHold(now, now + hold);
+      const a = x.ann;
+      if (a !== undefined && a.inferred && x.level === 0) {
+        // Held within a quota told by holds: the quota is corrected, the
+        // pace is not cut (lib/_rampup.ts told the quota instead).
+        if (!(now < a.shrunkUntil)) a.refusedWithin(now, x.holdUntil);
+        return;
+      }
     }
     if (x.ramp === undefined && x.level === 0 && this.config.adaptive && b.windowMs > 0) {
       // An adaptive scope learns from its first trigger on (lib/_rampup.ts).
@@ -299,6 +306,14 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         this.#delayMs = knobs.delayMs;
         this.#concurrency = knobs.concurrency;
         if (x.ramp.holdUntil > x.holdUntil) x.holdUntil = x.ramp.holdUntil;
+        const q = x.ramp.quota;
+        x.ramp.quota = undefined;
+        const announced = x.ann !== undefined && x.ann.limit >= 1 && !x.ann.inferred;
+        if (q !== undefined && this.config.quota === undefined && !announced) {
+          // A window told by the server's holds: the scope's learned quota
+          // (a configured quota, or one announced in headers, wins).
+          (x.ann ??= new AnnouncedWindow()).infer(now, q.limit, q.windowMs, q.resetAt);
+        }
         const next = now + this.#delayMs;
         if (next > this.#nextSendAt) this.#nextSendAt = next;
       }
@@ -357,6 +372,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     const a = x.ann ??= new AnnouncedWindow();
     this.#lastActivity = now;
     if (hasLimit) {
+      a.inferred = false;
       a.limit = limit;
       if (hasWindow) {
         a.windowMs = windowMs;
@@ -549,6 +565,58 @@ class AnnouncedWindow {
   lastSentAt = -Infinity;
   /** The remaining count last announced (Infinity: a new window began). */
   lastRemaining = Infinity;
+  /** Whether the quota was told by the server's holds, not announced in headers. */
+  inferred = false;
+  /** An inferred quota's window as told by the holds (its probes stay within a factor of 2). */
+  toldWindowMs = 0;
+  /** The longest inferred window that was refused early (shorter ones are too short too). */
+  tooShortMs = 0;
+  /** Refusals before this time were answered for by the last correction. */
+  shrunkUntil = 0;
+  /** The length of the inferred window in force (`windowMs` is the next one's). */
+  currentWindowMs = 0;
+  /** Inferred windows since the last refusal within one. */
+  quietWindows = 0;
+
+  /**
+   * A quota of `limit` per `windowMs` told by the server's holds (not
+   * announced): nothing until `resetAt`, the hold's end, then bursts of
+   * `limit` (see `#roll`).
+   */
+  infer(now: number, limit: number, windowMs: number, resetAt: number): void {
+    this.inferred = true;
+    this.limit = limit;
+    this.windowMs = windowMs;
+    this.toldWindowMs = windowMs;
+    this.tooShortMs = 0;
+    this.quietWindows = 0;
+    this.currentWindowMs = windowMs;
+    // Refusals of requests in flight at this one were told already.
+    this.shrunkUntil = resetAt;
+    this.start(now, resetAt, 0);
+  }
+
+  /**
+   * Held until `holdEnd` by a refusal within an inferred quota. Late in the
+   * window (more than half the quota sent): the quota is one less than was
+   * sent. Early: the site's window had not reset yet, so this window is too
+   * short (and any shorter one), and it lengthens back. Either way the next
+   * window starts at the hold's end, in step with the site's.
+   */
+  refusedWithin(now: number, holdEnd: number): void {
+    const sent = this.limit - Math.max(0, this.left);
+    if (sent > this.limit / 2) {
+      this.limit = Math.max(1, this.limit - 1);
+    } else {
+      const w = this.currentWindowMs;
+      this.tooShortMs = Math.max(this.tooShortMs, w);
+      this.windowMs = Math.min(this.toldWindowMs * 2, w / (1 - INFERRED_STEP) ** 2);
+    }
+    this.quietWindows = 0;
+    this.start(now, holdEnd, 0);
+    this.currentWindowMs = this.windowMs;
+    this.shrunkUntil = holdEnd;
+  }
   /** Whether `windowMs` was announced (a policy's `w`) rather than inferred from resets. */
   windowSaid = false;
 
@@ -592,9 +660,23 @@ class AnnouncedWindow {
     if (w > 0 && limit >= 1) {
       const windows = Math.floor((now - this.resetAt) / w) + 1;
       this.resetAt += windows * w;
+      if (this.inferred) {
+        this.currentWindowMs = w;
+        // A quota told by holds may be short (in flight at a refusal): one
+        // more after so many windows without a refusal.
+        if (++this.quietWindows % INFERRED_GROWTH_WINDOWS === 0) this.limit++;
+        // A window told by holds may be long (holds end on whole seconds):
+        // each window that ended without a refusal tries a shorter one.
+        this.windowMs = Math.max(
+          this.toldWindowMs / 2,
+          this.tooShortMs * (1 + INFERRED_STEP / 3),
+          Math.min(w, w * (1 - INFERRED_STEP)),
+        );
+      }
       this.left = limit;
       this.lastRemaining = Infinity;
-      this.gapMs = w / limit;
+      // A quota told by holds goes in bursts like the ones the site took.
+      this.gapMs = (this.inferred ? ANNOUNCED_SPREAD : 1) * (w / limit);
     } else {
       this.resetAt = Number.NaN;
     }
@@ -647,6 +729,12 @@ const NO_STEPS: readonly ScopeStep[] = [];
  * the whole window would let it (docs/DECISIONS.md).
  */
 const ANNOUNCED_SPREAD = 0.3;
+
+/** An inferred quota's window shortens by this share per quiet window, and lengthens back twice as much when refused early. */
+const INFERRED_STEP = 0.03;
+
+/** An inferred quota grows by one after this many windows without a refusal. */
+const INFERRED_GROWTH_WINDOWS = 8;
 
 /** Sends an adaptive scope remembers before its first trigger. */
 const SENDS_KEPT = 16;
