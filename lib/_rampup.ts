@@ -77,6 +77,10 @@ export const CUT_FACTOR = 0.5;
 export const ESTIMATE_SHARE = 0.95;
 /** `lo` and `hi` this close (relative) are the limit found. */
 export const CONVERGED = 0.03;
+/** `lo` and `hi` this close are the limit found when a refusal costs a long hold. */
+const CONVERGED_COSTLY = 0.1;
+/** A server hold this long makes a refusal costly. */
+const COSTLY_HOLD_MS = 1_000;
 /** Once converged, a probe above the rate is this much higher. */
 export const PROBE_STEP = 0.03;
 /** Probing above a limit that holds backs off to once per this many windows at most. */
@@ -305,6 +309,7 @@ export class RampupController {
     const from = Math.max(now, this.#heldUntil);
     if (until > from && !Number.isNaN(this.#episodeStart)) this.#heldMs += until - from;
     if (until > now && now >= this.#heldUntil) {
+      if (!Number.isNaN(this.#episodeStart)) this.#episodeHolds++;
       // A new hold after the last one ended: a cycle from the first send
       // after that end to this hold's end, its hold included.
       this.#cycle = Number.isNaN(this.#cycleFirstSend) ? undefined : {
@@ -322,6 +327,12 @@ export class RampupController {
     }
   }
 
+  /** How long a saved burst takes to refill at the estimated rate: rounds last as long. */
+  #burstMs = 0;
+  /** Server holds in the current episode (their time is `#heldMs`). */
+  #episodeHolds = 0;
+  /** Whether the last refusal brought a server hold of COSTLY_HOLD_MS or more. */
+  #costlyRefusal = false;
   /** Admits before the first refusal, and the time they took. */
   #firstAdmits = 0;
   #firstSpanMs = 0;
@@ -363,6 +374,7 @@ export class RampupController {
     }
     this.#phase = "learn";
     this.#roundTriggers++;
+    this.#costlyRefusal = this.#heldUntil - now >= COSTLY_HOLD_MS;
     // A target [lo, hi]: the first lo - 1 triggers of a window are tolerated (rampup asked for them).
     if (!(now < this.#targetWindowStart + lim.windowMs)) {
       this.#targetWindowStart = now;
@@ -373,6 +385,7 @@ export class RampupController {
       this.#episodeStart = sentAt ?? now;
       this.#episodeAdmits = 0;
       this.#heldMs = 0;
+      this.#episodeHolds = 0;
     }
     if (sentAt === undefined || f === undefined) return this.#ordinaryStep(now, knobs);
     if (f < this.#minRefusedF) this.#minRefusedF = f;
@@ -507,7 +520,17 @@ export class RampupController {
       // Holds make that fuzzy (a small bucket wastes the refill of a long
       // hold): then the rate admitted while not held bounds it.
       if (this.#savedBurst(est)) {
-        this.#hi = Math.min(this.#hi, Math.max(est * (1 + 2 * CONVERGED), this.#estimateUnheld));
+        // With holds, what refilled while held is unknown (a small bucket
+        // wastes most of a long hold): the limit lies between the estimate
+        // with the held time and the one without; the middle (geometric)
+        // bounds the bisection.
+        this.#hi = Math.min(
+          this.#hi,
+          Math.max(est * (1 + 2 * CONVERGED), Math.sqrt(est * this.#estimateUnheld)),
+        );
+        // A round shorter than the burst takes to refill says nothing of a
+        // pace above the rate: the refilled burst hides it.
+        this.#burstMs = ((this.#firstAdmits - (est * this.#firstSpanMs) / 1000) * 1000) / est;
       }
       next = Math.min(ESTIMATE_SHARE * est, pace * (1 - CONVERGED));
       why = `refused at ${fmt(pace)}/s, admitted ${fmt(est)}/s: rate ${fmt(next)}/s`;
@@ -750,7 +773,13 @@ export class RampupController {
     const gap = this.rate === Infinity ? 0 : 1000 / this.rate;
     this.#roundStart = now;
     this.#roundMs = Math.min(
-      Math.max(MIN_ROUND_MS, ROUND_TRIPS * latency, ROUND_SENDS * gap, this.#cycleMs),
+      Math.max(
+        MIN_ROUND_MS,
+        ROUND_TRIPS * latency,
+        ROUND_SENDS * gap,
+        this.#cycleMs,
+        this.#burstMs,
+      ),
       Math.max(this.limits.windowMs, MIN_ROUND_MS),
     );
     this.#roundSends = 0;
@@ -839,8 +868,13 @@ export class RampupController {
     this.#lastQuiet = before;
     let next: number;
     let why: string;
-    if (this.#hi !== Infinity && before < this.#hi * (1 - CONVERGED)) {
-      next = Math.min((before + this.#hi) / 2, this.#hi * (1 - CONVERGED / 2));
+    // A refusal that costs a hold of a second or more (Retry-After) is worth
+    // risking for a larger gain only.
+    const converged = this.#costlyRefusal ? CONVERGED_COSTLY : CONVERGED;
+    if (this.#hi !== Infinity && before < this.#hi * (1 - converged)) {
+      // Half way to the refused rate; a quarter when a refusal is costly.
+      const step = this.#costlyRefusal ? 0.25 : 0.5;
+      next = Math.min(before + step * (this.#hi - before), this.#hi * (1 - CONVERGED / 2));
       why = `quiet at ${fmt(before)}/s: halfway to ${fmt(this.#hi)}/s`;
     } else if (this.#probeDue(now)) {
       next = before * (1 + PROBE_STEP);
