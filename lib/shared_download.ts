@@ -296,6 +296,8 @@ export function sharedDownload<R, T>(
 
       /** When this request first asked (its time-out counts from there). */
       let askedAt: number | undefined;
+      /** The last failure of a lost connection, told if the wait ends without Redis. */
+      let lastLost: RedisScopesError | undefined;
 
       const attempt = () => {
         let gone = false;
@@ -348,25 +350,42 @@ export function sharedDownload<R, T>(
           },
           error: (error: RedisScopesError) => {
             const leftMs = timeoutMs - (scheduler.now() - (askedAt ?? scheduler.now()));
-            if (isClientTimeout(error.cause) && leftMs > 0) {
+            const timedOut = isClientTimeout(error.cause);
+            if ((timedOut || isConnectionLost(error.cause)) && leftMs > 0) {
               // The client gave up on the call, Redis may not have: a slow
               // Redis is a wait. (The store gives back a grant it may have
-              // made.) Ask again once Redis has had a moment, within the bound.
+              // made.) A connection lost is one too: the client reconnects
+              // (a restart, a failover). Ask again once Redis has had a
+              // moment, within the bound.
               onError(
                 new RedisScopesError(
-                  `Cannot acquire for scopes ${
-                    names.join(", ")
-                  } as the Redis client timed out: asking again (a request waits up to ${timeoutMs}ms)`,
+                  `Cannot acquire for scopes ${names.join(", ")} as ${
+                    timedOut ? "the Redis client timed out" : "the connection to Redis was lost"
+                  }: asking again (a request waits up to ${timeoutMs}ms)`,
                   "acquire",
                   names,
                   { cause: error },
                 ),
               );
+              if (!timedOut) lastLost = error;
               step = timer(Math.min(pollMs, leftMs), scheduler).subscribe(() => attempt());
               return;
             }
-            failLine(error);
-            subscriber.error(error);
+            // The budget spent while the connection was down: say why.
+            const final = lastLost !== undefined && error.cause === undefined
+              ? new RedisScopesError(
+                `Cannot acquire for scopes ${
+                  names.join(", ")
+                } as Redis stayed unreachable for ${timeoutMs}ms (${
+                  lastLost.message.replace(/^Cannot acquire for scopes .*? as /, "")
+                })`,
+                "acquire",
+                names,
+                { cause: lastLost },
+              )
+              : error;
+            failLine(final);
+            subscriber.error(final);
           },
         });
         step.add(() => gone = true);
@@ -454,6 +473,20 @@ export function sharedDownload<R, T>(
  * message, or an error that says it timed out): the command may still have
  * run in Redis.
  */
+/**
+ * Whether a Redis client's error says the connection went away (it
+ * reconnects by itself), as node-redis and ioredis word it; not a client
+ * closed on purpose.
+ */
+function isConnectionLost(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  if (error.constructor.name === "ClientClosedError") return false;
+  return /^(?:SocketClosedUnexpectedlyError|ClientOfflineError|ConnectionTimeoutError|DisconnectsClientError)$/
+    .test(error.constructor.name) ||
+    /\b(?:ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH)\b|socket closed|connection is closed|client is offline/i
+      .test(`${(error as { code?: unknown }).code ?? ""} ${error.message}`);
+}
+
 function isClientTimeout(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   return error.name === "TimeoutError" || error.constructor.name === "TimeoutError" ||

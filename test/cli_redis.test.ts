@@ -1,4 +1,6 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
+import { type AddressInfo, createServer } from "node:net";
+import { createClient } from "redis";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -87,6 +89,51 @@ async function slowServer(ms: number) {
   });
   onCleanup(() => server.close());
   return { ...server, most: () => most };
+}
+
+/** A TCP port nothing listens on right now (for a Redis of a test's own). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.on("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const port = (probe.address() as AddressInfo).port;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** A redis-server of a test's own on `port`, nothing saved (it comes back empty). */
+function startRedisServer(port: number): ChildProcess {
+  const child = spawn("redis-server", [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+  ], { stdio: "ignore" });
+  child.on("error", () => {});
+  return child;
+}
+
+/** Resolves once Redis on `port` answers a PING (fails after 10 s). */
+async function waitForRedis(port: number): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const client = createClient({ socket: { port, host: "127.0.0.1", reconnectStrategy: false } });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+      await client.ping();
+      await client.close();
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  throw new Error(`redis-server on port ${port} did not answer within 10 s`);
 }
 
 function tempDir(): string {
@@ -228,6 +275,129 @@ describe("politely crawl --redis", () => {
   );
 
   it(
+    "politely crawl --redis holds its requests through a Redis outage and sends every one when Redis is back",
+    async () => {
+      // A Redis of this test's own on a free port, killed mid-crawl and
+      // started again (empty: --save ''), while the crawl waits.
+      const port = await freePort();
+      let redis = startRedisServer(port);
+      onCleanup(() => redis.kill("SIGKILL"));
+      await waitForRedis(port);
+      const server = await slowServer(20);
+      const dir = tempDir();
+      const n = 60;
+      writeFileSync(
+        join(dir, "urls.txt"),
+        Array.from({ length: n }, (_, i) => `${server.origin}/${i + 1}`).join("\n"),
+      );
+      const output = join(dir, "out.jsonl");
+      let restarted = false;
+      const run = politely(
+        [
+          "crawl",
+          join(dir, "urls.txt"),
+          "--redis",
+          `redis://127.0.0.1:${port}`,
+          "--plain",
+          "--output",
+          output,
+          "--set",
+          "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+          "--set",
+          "DOWNLOAD_DELAY=0.05",
+        ],
+      );
+      // Kill Redis once a third of the pages are written, restart it 12 s
+      // later: longer than the 10 s a request used to wait before it ended
+      // unsent, well within --redis-wait's 120 s default.
+      for (let i = 0; i < 600 && !restarted; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        let written = 0;
+        try {
+          written = readFileSync(output, "utf8").split("\n").length - 1;
+        } catch { /* not yet */ }
+        if (written >= n / 3) {
+          redis.kill("SIGKILL");
+          await new Promise((r) => setTimeout(r, 12_000));
+          redis = startRedisServer(port);
+          restarted = true;
+        }
+      }
+      expect(restarted).toBe(true);
+      const done = await run;
+      expect(done.code, done.stderr).toBe(0);
+      const records = readLines(output);
+      expect(records.map((r) => r.status)).toEqual(Array.from({ length: n }, () => 200));
+      expect(new Set(records.map((r) => r.url)).size).toBe(n);
+    },
+    120_000,
+  );
+
+  it(
+    "politely crawl --redis-wait: requests a Redis that stays away cannot serve end unsent, exit 3, and the job directory keeps them",
+    async () => {
+      const port = await freePort();
+      const redis = startRedisServer(port);
+      onCleanup(() => redis.kill("SIGKILL"));
+      await waitForRedis(port);
+      const server = await slowServer(20);
+      const dir = tempDir();
+      writeFileSync(
+        join(dir, "urls.txt"),
+        Array.from({ length: 40 }, (_, i) => `${server.origin}/${i + 1}`).join("\n"),
+      );
+      const output = join(dir, "out.jsonl");
+      const args = [
+        "crawl",
+        join(dir, "urls.txt"),
+        "--redis",
+        `redis://127.0.0.1:${port}`,
+        "--redis-wait",
+        "1",
+        "--plain",
+        "--jobdir",
+        join(dir, "job"),
+        "--output",
+        output,
+        "--set",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+        "--set",
+        "DOWNLOAD_DELAY=0.05",
+      ];
+      let killed = false;
+      const first = await politely(args, () => {
+        let written = 0;
+        try {
+          written = readFileSync(output, "utf8").split("\n").length - 1;
+        } catch { /* not yet */ }
+        if (written >= 10 && !killed) {
+          killed = true;
+          redis.kill("SIGKILL");
+        }
+        return false;
+      });
+      expect(killed).toBe(true);
+      expect(first.code, first.stderr).toBe(3);
+      expect(first.stderr).toMatch(/requests? (was|were) not sent/);
+      const ok = (records: Record<string, unknown>[]) =>
+        records.filter((r) => r.status === 200).map((r) => r.url);
+      const sent = ok(readLines(output)).length;
+      expect(sent).toBeGreaterThanOrEqual(10);
+      expect(sent).toBeLessThan(40);
+      // Redis back: the resume sends what was left, each URL once in all.
+      const again = startRedisServer(port);
+      onCleanup(() => again.kill("SIGKILL"));
+      await waitForRedis(port);
+      const second = await politely(args);
+      expect(second.code, second.stderr).toBe(0);
+      const urls = ok(readLines(output));
+      expect(urls).toHaveLength(40);
+      expect(new Set(urls).size).toBe(40);
+    },
+    120_000,
+  );
+
+  it(
     "politely crawl --redis with an unreachable Redis exits 2 with one line naming --redis and the URL",
     async () => {
       const dir = tempDir();
@@ -261,11 +431,22 @@ describe("parseCliArgs() --redis", () => {
     expect(crawl(["--redis", "redis://127.0.0.1:6390"])).toEqual({
       url: "redis://127.0.0.1:6390",
       prefix: "politely:",
+      waitMs: 120_000,
     });
-    expect(crawl(["--redis", "rediss://h:6380/2", "--redis-prefix", "{crawl-42}:"])).toEqual({
-      url: "rediss://h:6380/2",
-      prefix: "{crawl-42}:",
-    });
+    expect(
+      crawl(["--redis", "rediss://h:6380/2", "--redis-prefix", "{crawl-42}:", "--redis-wait", "5"]),
+    ).toEqual({ url: "rediss://h:6380/2", prefix: "{crawl-42}:", waitMs: 5_000 });
+  });
+
+  it("parseCliArgs() rejects a --redis-wait that is not seconds > 0 a timer can hold, or without --redis", () => {
+    for (const wait of ["0", "-1", "x", "", "1e9"]) {
+      expect(() => parseCliArgs(["crawl", "--redis", REDIS_URL, `--redis-wait=${wait}`])).toThrow(
+        `--redis-wait must be a number of seconds > 0 and <= 2073600: current value is '${wait}'`,
+      );
+    }
+    expect(() => parseCliArgs(["crawl", "--redis-wait", "5"])).toThrow(
+      "--redis-wait needs --redis URL: current value is '5'",
+    );
   });
 
   it("parseCliArgs() rejects a bad --redis URL, naming --redis", () => {

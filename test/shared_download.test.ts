@@ -127,6 +127,7 @@ function rig<T>(
     armed,
     store,
     script,
+    throttler,
     errors,
     outcomes,
     subscription,
@@ -281,34 +282,46 @@ describe("sharedDownload() lease bookkeeping", () => {
     expect(armed()).toBe(0); // no time-out left armed for the call that never went out
   });
 
-  it("sharedDownload(): Redis refusing connections is an error outcome that says so and backs the site off not at all", async () => {
-    const scheduler = testScheduler();
-    const { store, script } = scriptedStore();
-    const throttler = createThrottler<string>({ retry: { times: 2 } }, { scheduler });
-    const outcomes: Outcome<string, number>[] = [];
-    const subscription = from(["http://a.test/1"]).pipe(
-      throttleByScope(throttler, sharedDownload(store, throttler, () => of(200), { scheduler })),
-      backoffOn(throttler),
-    ).subscribe((o) => outcomes.push(o));
-    onCleanup(() => subscription.unsubscribe());
-    await settle();
+  it("sharedDownload(): Redis refusing connections is waited for (asked again every pollMs), then an error outcome that says so and backs the site off not at all", async () => {
+    const { script, outcomes, errors, throttler, advance } = rig(() => of(200), {
+      timeoutMs: 1_000,
+      pollMs: 250,
+    });
     // What node-redis passes on when nothing listens: no message, one error per address.
-    const refused = Object.assign(
-      new AggregateError([
-        Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:6390"), { code: "ECONNREFUSED" }),
-      ], ""),
-      { code: "ECONNREFUSED" },
-    );
-    script.acquires[0]!.fail(refused);
-    await settle();
-    scheduler.flush();
+    const refused = () =>
+      Object.assign(
+        new AggregateError([
+          Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:6390"), { code: "ECONNREFUSED" }),
+        ], ""),
+        { code: "ECONNREFUSED" },
+      );
+    await advance(0);
+    for (let i = 0; i < 10 && outcomes.length === 0; i++) {
+      script.acquires.at(-1)!.fail(refused());
+      await advance(250);
+    }
+    // Asked at 0, 250, 500 and 750 ms; the fourth refusal came with the budget spent.
+    expect(script.acquires).toHaveLength(4);
+    expect(errors[0]!.message).toMatch(/the connection to Redis was lost: asking again/);
     expect(outcomes).toHaveLength(1);
     const error = (outcomes[0] as { error: Error }).error;
     expect(error).toBeInstanceOf(RedisScopesError);
-    expect(error.message).toMatch(/as Redis failed: connect ECONNREFUSED 127\.0\.0\.1:6390$/);
-    // Not the site's failure: no backoff step and no retry (ECONNREFUSED from a site would be both).
+    expect(error.message).toMatch(
+      /as Redis stayed unreachable for 1000ms \(Redis failed: connect ECONNREFUSED 127\.0\.0\.1:6390\)$/,
+    );
+    // Not the site's failure: no backoff step (ECONNREFUSED from a site would be one).
     expect(throttler.state("a.test")?.backoffLevel ?? 0).toBe(0);
-    expect(script.acquires).toHaveLength(1);
+  });
+
+  it("sharedDownload(): a Redis that comes back after a lost connection serves the request that waited", async () => {
+    const { script, outcomes, advance } = rig(() => of(200), { pollMs: 250 });
+    await advance(0);
+    script.acquires[0]!.fail(new Error("Socket closed unexpectedly"));
+    await advance(250);
+    expect(script.acquires).toHaveLength(2);
+    script.grant(1);
+    await advance(0);
+    expect(outcomes).toMatchObject([{ kind: "response", response: 200 }]);
   });
 
   it("sharedDownload() reports a failed renewal and a lease found expired, and the download goes on", async () => {
@@ -374,7 +387,8 @@ describe("sharedDownload() lines", () => {
   it("sharedDownload() fails the requests waiting behind an asker whose Redis call failed", async () => {
     const { script, outcomes } = fourInLine();
     await settle();
-    script.acquires[0]!.fail(new Error("socket closed"));
+    // Not a lost connection (that is waited for): a failure of the call itself.
+    script.acquires[0]!.fail(new Error("ERR Error running script"));
     await settle();
     expect(script.acquires).toHaveLength(1);
     expect(outcomes).toHaveLength(4);

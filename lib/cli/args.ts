@@ -88,7 +88,17 @@ export interface RedisArgs {
   readonly url: string;
   /** Put before every key; processes with the same prefix share limits. @default "politely:" */
   readonly prefix: string;
+  /**
+   * `--redis-wait SECONDS`, in ms: how long a request waits for Redis to
+   * answer (through an outage) before it ends unsent. @default 120000
+   */
+  readonly waitMs: number;
 }
+
+/** The default of `--redis-wait`: a Redis restart or a failover is waited for. */
+export const DEFAULT_REDIS_WAIT_MS = 120_000;
+/** The longest `--redis-wait` (what a timer can hold, rounded down to whole days). */
+const MAX_REDIS_WAIT_SECONDS = 24 * 86_400;
 
 /** The default of `--redis-prefix` (the store's own default). */
 export const DEFAULT_REDIS_PREFIX = "politely:";
@@ -147,6 +157,8 @@ const CRAWL_OPTIONS =
                      e.g. --redis redis://127.0.0.1:6379 (needs: npm install redis)
   --redis-prefix P   key prefix of the shared limits (default politely:); crawls with the
                      same URL and prefix share
+  --redis-wait SECS  how long requests wait through a Redis outage before they end unsent
+                     (exit 3; --jobdir keeps them for a resume); default 120
   --web [HOST:]PORT  serve a live dashboard (plots, scopes, events) while crawling, on
                      127.0.0.1 unless HOST is given; PORT 0 picks a free one; read-only`;
 
@@ -334,6 +346,7 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
       quiet: { type: "boolean", short: "q" },
       redis: { type: "string" },
       "redis-prefix": { type: "string" },
+      "redis-wait": { type: "string" },
       overwrite: { type: "boolean" },
       warc: { type: "string" },
       "save-bodies": { type: "string" },
@@ -365,7 +378,7 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
     events: nonEmpty("--events", values.events),
     plain: values.plain === true,
     quiet: values.quiet === true,
-    redis: parseRedis(values.redis, values["redis-prefix"]),
+    redis: parseRedis(values.redis, values["redis-prefix"], values["redis-wait"]),
     overwrite: values.overwrite === true,
     warc: nonEmpty("--warc", values.warc),
     saveBodies: nonEmpty("--save-bodies", values["save-bodies"]),
@@ -422,12 +435,25 @@ function parseFollow(
   };
 }
 
-function parseRedis(url: string | undefined, prefix: string | undefined): RedisArgs | undefined {
+function parseRedis(
+  url: string | undefined,
+  prefix: string | undefined,
+  wait: string | undefined,
+): RedisArgs | undefined {
   if (url === undefined) {
     if (prefix !== undefined) {
       throw new UsageError(`--redis-prefix needs --redis URL: current value is '${prefix}'`);
     }
+    if (wait !== undefined) {
+      throw new UsageError(`--redis-wait needs --redis URL: current value is '${wait}'`);
+    }
     return undefined;
+  }
+  const waitSec = wait === undefined ? DEFAULT_REDIS_WAIT_MS / 1000 : Number(wait);
+  if (!(Number.isFinite(waitSec) && waitSec > 0 && waitSec <= MAX_REDIS_WAIT_SECONDS)) {
+    throw new UsageError(
+      `--redis-wait must be a number of seconds > 0 and <= ${MAX_REDIS_WAIT_SECONDS}: current value is '${wait}'`,
+    );
   }
   let parsed: URL | undefined;
   try {
@@ -439,7 +465,7 @@ function parseRedis(url: string | undefined, prefix: string | undefined): RedisA
     );
   }
   if (prefix === "") throw new UsageError(`--redis-prefix expects a prefix: current value is ''`);
-  return { url, prefix: prefix ?? DEFAULT_REDIS_PREFIX };
+  return { url, prefix: prefix ?? DEFAULT_REDIS_PREFIX, waitMs: waitSec * 1000 };
 }
 
 function parseDemo(argv: readonly string[]): DemoArgs | HelpArgs {

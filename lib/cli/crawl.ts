@@ -24,6 +24,7 @@ import {
 } from "rxjs";
 import { crawl } from "../crawl.ts";
 import type { ThrottleEvent } from "../events.ts";
+import { isLocalFailure } from "../download_errors.ts";
 import { createFetchDownload, type FetchedResponse } from "../fetch_download.ts";
 import { type Outcome, outcomeStatus } from "../outcome.ts";
 import { type RequestObject, requestUrl } from "../request.ts";
@@ -36,6 +37,7 @@ import type { ThrottlerSettingsInput } from "../settings.ts";
 import { createThrottler, type Throttler } from "../throttler.ts";
 import type { DownloadFn } from "../../operators/throttle_by_scope.ts";
 import { rampup, type RampupOptions } from "../../operators/rampup.ts";
+import { DEFAULT_REDIS_WAIT_MS } from "./args.ts";
 import { CrawlStats } from "./crawl_stats.ts";
 import type { InputLine, InputLineError } from "./input.ts";
 import { type JsonLinesFile, JsonLinesWriteError } from "./json_lines_file.ts";
@@ -132,6 +134,11 @@ export interface CrawlOptions {
    * @default not shared
    */
   readonly shared?: RedisScopes | undefined;
+  /**
+   * With `shared`: how long a request waits for Redis to answer (through an
+   * outage, `--redis-wait`) before it ends unsent. @default 120000
+   */
+  readonly sharedWaitMs?: number;
   /** Stops the crawl (Ctrl-C): in-flight downloads are aborted, pending requests stay in the job directory. */
   readonly stop?: AbortSignal;
   /** Stop after this long (the demo). */
@@ -369,7 +376,9 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
   // robots.txt fetch is inside a lease too and a site never sees more than
   // the shared limit (the cost: a disallowed URL spends a grant and its gap).
   const shared = options.shared;
-  const download = shared === undefined ? local : sharedDownload(shared, throttler, local);
+  const download = shared === undefined ? local : sharedDownload(shared, throttler, local, {
+    timeoutMs: options.sharedWaitMs ?? DEFAULT_REDIS_WAIT_MS,
+  });
   const sharing = shared === undefined ? undefined : shareBackoff(shared, throttler);
   const title = (options.title ?? "politely crawl") +
     (shared === undefined ? "" : ` (shared via Redis ${shared.prefix})`);
@@ -551,6 +560,13 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         options.rampup === undefined ? identity : rampup(throttler, options.rampup),
       ).subscribe({
         next: (outcome) => {
+          // Never sent (robots.txt or the shared store unreachable) with a
+          // job directory: not ended, the job directory keeps it and its line
+          // is written when a resume ends it (written now, the resume's
+          // line would be dropped as already written).
+          if (jobDir !== undefined && outcome.kind === "error" && isLocalFailure(outcome.error)) {
+            return;
+          }
           try {
             const record = outcomeRecord(outcome);
             if (bodies !== undefined && outcome.kind === "response") {

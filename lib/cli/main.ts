@@ -287,6 +287,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
   try {
     const result = await runCrawl({
       shared: redis?.scopes,
+      ...(args.redis !== undefined ? { sharedWaitMs: args.redis.waitMs } : {}),
       settings: settings.settings,
       input: numbered(lines),
       jobDir: lock,

@@ -87,7 +87,7 @@ export interface RedisOption {
  * ```
  */
 export async function openRedisOption(
-  args: RedisArgs,
+  args: Pick<RedisArgs, "url" | "prefix">,
   options: OpenRedisOptionOptions = {},
 ): Promise<RedisOption> {
   const where = maskRedisUrl(args.url);
