@@ -56,14 +56,42 @@ const errorMatcherSchema = z.union([
 ]);
 
 const backoffSchema = z.object({
-  /** HTTP statuses that trigger backoff. */
+  /**
+   * Response statuses that trigger backoff.
+   * @default [429, 502, 503, 504, 520, 521, 522, 523, 524]
+   */
   httpCodes: z.array(z.number().int().min(100).max(599)).optional(),
-  /** Download errors that trigger backoff: classes, error `name`s or predicates. */
+  /**
+   * Download errors that trigger backoff: error classes, error `name`s or predicates. Scrapy
+   * import paths become names (`"builtins.IOError"` → `"IOError"`).
+   * @default ["DownloadFailedError", "DownloadTimeoutError", "ResponseDataLossError"]
+   */
   exceptions: z.array(errorMatcherSchema).optional(),
+  /**
+   * Each trigger multiplies the delay by this; each quiet window divides it.
+   * @default 2
+   */
   delayFactor: z.number().finite().min(1).optional(),
+  /**
+   * First backoff step, and the least delay while backing off.
+   * @default 1_000
+   */
   minDelayMs: duration.optional(),
+  /**
+   * Most delay backoff reaches; also caps `Retry-After` and `RateLimit-Reset`.
+   * @default 300_000
+   */
   maxDelayMs: duration.optional(),
+  /**
+   * Jitter of backoff delays (same forms as `jitter`).
+   * @default 0.1 (±10%)
+   */
   jitter: jitterSchema.optional(),
+  /**
+   * A scope that goes this long without a trigger undoes one step; rampup's window too. `0`:
+   * instant recovery.
+   * @default 60_000
+   */
   windowMs: duration.optional(),
 }).strict();
 
@@ -75,8 +103,20 @@ const backoffTargetSchema = z.union([
 ]);
 
 const rampupSchema = z.object({
+  /**
+   * Triggers per window rampup aims for: `t` or `[lo, hi]`.
+   * @default 1
+   */
   backoffTarget: backoffTargetSchema.optional(),
+  /**
+   * A rampup step multiplies the delay by this.
+   * @default 0.5
+   */
   delayFactor: z.number().finite().gt(0).lt(1).optional(),
+  /**
+   * Rampup does not lower the delay below this.
+   * @default 0
+   */
   minDelayMs: duration.optional(),
 }).strict();
 
@@ -114,67 +154,206 @@ const scopesSchema = z.custom<z.input<typeof scopeRecordSchema>>(
 ).pipe(scopeRecordSchema);
 
 const retrySchema = z.object({
+  /**
+   * Retry failed requests.
+   * @default true
+   */
   enabled: z.boolean().optional(),
+  /**
+   * Retries after the first attempt.
+   * @default 2
+   */
   times: z.number().int().nonnegative().optional(),
+  /**
+   * Statuses that are retried.
+   * @default [500, 502, 503, 504, 522, 524, 408, 429]
+   */
   httpCodes: z.array(z.number().int().min(100).max(599)).optional(),
 }).strict();
 
 const queueSchema = z.object({
-  /** Regular requests first-in-first-out (breadth-first) instead of LIFO (depth-first). */
+  /**
+   * First in, first out (breadth-first) instead of depth-first. A Scrapy class with `Fifo` in its
+   * name means `true`, `Lifo` `false`.
+   * @default false (LIFO)
+   */
   fifo: z.boolean().optional(),
-  /** Scrapy's DEPTH_PRIORITY: priority -= depth * depthPriority. */
+  /**
+   * `priority -= depth × depthPriority`; `1` with `fifo` crawls breadth-first.
+   * @default 0
+   */
   depthPriority: z.number().finite().optional(),
-  /** Drop duplicate requests (by fingerprint) unless `dontFilter`. */
+  /**
+   * Drop duplicate requests unless `dontFilter`. `BaseDupeFilter` means `false`.
+   * @default true
+   */
   dedupe: z.boolean().optional(),
-  /** How ready requests are chosen among scopes. */
+  /**
+   * How ready requests are chosen: `"throttling-aware"` (`ThrottlingAwarePriorityQueue`),
+   * `"downloader-aware"` (`DownloaderAwarePriorityQueue`), `"priority"` (`ScrapyPriorityQueue`).
+   * @default "throttling-aware"
+   */
   order: z.enum(["throttling-aware", "downloader-aware", "priority"]).optional(),
-  /** Directory that makes the crawl resumable (Scrapy's JOBDIR). */
+  /**
+   * Directory that makes the crawl resumable.
+   * @default none
+   */
   jobDir: z.string().min(1).optional(),
 }).strict();
 
 const downloadSchema = z.object({
-  /** Abort a response body past this many bytes; 0 for no limit (DOWNLOAD_MAXSIZE). */
+  /**
+   * A response body larger than this (announced by `Content-Length` or received) is aborted as a
+   * `ResponseTooLargeError` outcome; bodies are streamed, so no more than this is ever held. `0`:
+   * no limit.
+   * @default 1_073_741_824 (1 GiB)
+   */
   maxSizeBytes: z.number().int().nonnegative().optional(),
-  /** Warn about a response body past this many bytes; 0 for never (DOWNLOAD_WARNSIZE). */
+  /**
+   * A body larger than this is reported once (a `warning` event, `download-warnsize`). `0`: never.
+   * @default 33_554_432 (32 MiB)
+   */
   warnSizeBytes: z.number().int().nonnegative().optional(),
 }).strict();
 
 const autothrottleSchema = z.object({
+  /**
+   * Latency-based delay (Scrapy's AutoThrottle).
+   * @default false
+   */
   enabled: z.boolean().optional(),
+  /**
+   * Its starting delay: `max(downloadDelayMs, this)`.
+   * @default 5_000
+   */
   startDelayMs: duration.optional(),
+  /**
+   * Its largest delay.
+   * @default 60_000
+   */
   maxDelayMs: duration.optional(),
+  /**
+   * Requests it aims to have in flight per scope.
+   * @default 1
+   */
   targetConcurrency: z.number().finite().positive().optional(),
 }).strict();
 
 /** The zod schema of {@link ThrottlerSettingsInput}. */
 export const settingsSchema = z.object({
+  /**
+   * Most requests in flight in the whole pipeline; also the ceiling rampup can raise a scope's
+   * concurrency to.
+   * @default 16
+   */
   concurrentRequests: positiveInt.optional(),
+  /**
+   * Concurrency of a domain scope whose `concurrency` is not set.
+   * @default 8
+   */
   concurrentRequestsPerDomain: positiveInt.optional(),
+  /**
+   * When positive, each request also gets its IP as a scope, with this concurrency.
+   * @default 0 (off)
+   */
   concurrentRequestsPerIp: z.number().int().nonnegative().optional(),
+  /**
+   * Concurrency of a scope that is neither a domain nor an IP (`"api"`).
+   * @default 1
+   */
   scopeConcurrency: positiveInt.optional(),
+  /**
+   * Least time between two requests of one domain scope. `60_000 / RPM` for a rate per minute.
+   * @default 0
+   */
   downloadDelayMs: duration.optional(),
+  /**
+   * Randomises each use of a delay: `0`/`false` off, `j` for `delay × uniform(1 − j, 1 + j)`,
+   * `[lo, hi]` for `delay × (1 + uniform(lo, hi))`.
+   * @default true (±50%)
+   */
   jitter: jitterSchema.optional(),
+  /**
+   * Quota window of scopes that do not set `windowMs`.
+   * @default 60_000
+   */
   windowMs: positiveDuration.optional(),
+  /**
+   * Configuration per scope name; see docs/SETTINGS.md, Scope keys.
+   * @default {}
+   */
   scopes: scopesSchema.optional(),
+  /** Backoff on 429, 5xx and download errors: each key has its default. */
   backoff: backoffSchema.optional(),
+  /** Rampup's options for the scopes that ramp up: each key has its default. */
   rampup: rampupSchema.optional(),
+  /**
+   * Learn the site's limit from refusals (lib/_rampup.ts, docs/DECISIONS.md) instead of
+   * exponential backoff steps.
+   * @default true (domain and IP scopes)
+   */
   adaptive: z.boolean().optional(),
   retry: retrySchema.optional(),
   autothrottle: autothrottleSchema.optional(),
   queue: queueSchema.optional(),
+  /**
+   * Most scope states kept in memory; least recently used idle ones are evicted, down to 1/256
+   * below the limit at once (docs/DECISIONS.md). `0`: no limit.
+   * @default 100_000
+   */
   scopeLimit: z.number().int().nonnegative().optional(),
+  /**
+   * An idle scope is evicted after this long. `0`: never.
+   * @default 3_600_000
+   */
   scopeMaxIdleMs: duration.optional(),
+  /**
+   * Warn once when this many requests are held back.
+   * @default 500
+   */
   delayedRequestsWarnThreshold: z.number().int().nonnegative().optional(),
+  /**
+   * Fetch and obey robots.txt.
+   * @default false
+   */
   robotsTxtObey: z.boolean().optional(),
+  /**
+   * When obeying robots.txt, a `Crawl-delay` sets the scope's delay (and concurrency 1).
+   * @default true
+   */
   throttlingRobotsTxtObey: z.boolean().optional(),
+  /**
+   * Cap on a `Crawl-delay`.
+   * @default 60_000
+   */
   robotsTxtMaxDelayMs: duration.optional(),
-  /** While robots.txt is unreachable (5xx, network error), how long before it is asked again. */
+  /**
+   * While a site's robots.txt is unreachable (5xx, network error, time-out), its URLs are held and
+   * robots.txt is asked again after this long.
+   * @default 60_000
+   */
   robotsTxtRetryMs: positiveDuration.optional(),
-  /** How many more times an unreachable robots.txt is asked before the site's URLs end unsent. */
+  /**
+   * How many more times an unreachable robots.txt is asked; then the site's URLs end unsent
+   * (`RobotsTxtDisallowedError`, `source: "unreachable"`), kept by a job directory for a resume.
+   * @default 4
+   */
   robotsTxtRetries: z.number().int().nonnegative().optional(),
+  /**
+   * A download taking longer fails with `DownloadTimeoutError`.
+   * @default 180_000
+   */
   downloadTimeoutMs: positiveDuration.optional(),
   download: downloadSchema.optional(),
+  /**
+   * User agent sent, and matched in robots.txt.
+   * @default "politely/0.1 (+https://www.npmjs.com/package/politely)"
+   */
   userAgent: z.string().min(1).optional(),
+  /**
+   * Log throttling decisions.
+   * @default false
+   */
   debug: z.boolean().optional(),
 }).strict().superRefine(checkBackoffBounds);
 
