@@ -19,8 +19,8 @@ import {
 import { sharedDownload, type SharedDownloadOptions } from "../lib/shared_download.ts";
 import { createThrottler, type Throttler } from "../lib/throttler.ts";
 import type { Outcome } from "../lib/outcome.ts";
-import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
+import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
 import { testScheduler } from "./_helpers/test_scheduler.ts";
 import { type ProcessRun, runProcess } from "./_helpers/run_process.ts";
@@ -97,6 +97,8 @@ function rig<T>(
   download: Parameters<typeof sharedDownload<string, T>>[2],
   options: Omit<SharedDownloadOptions, "scheduler"> = {},
   prepare: (script: ReturnType<typeof scriptedStore>["script"]) => void = () => {},
+  /** Put `backoffOn` after the gate (backoff steps and retries, as a crawl has them). */
+  withBackoff = false,
 ) {
   const scheduler = testScheduler();
   const { store, script } = scriptedStore();
@@ -110,6 +112,7 @@ function rig<T>(
       throttler,
       sharedDownload(store, throttler, download, { onError: (e) => errors.push(e), ...options }),
     ),
+    withBackoff ? backoffOn(throttler) : (o) => o,
   ).subscribe({ next: (o) => outcomes.push(o), complete: () => completed = true });
   onCleanup(() => subscription.unsubscribe());
   let now = 0;
@@ -283,10 +286,15 @@ describe("sharedDownload() lease bookkeeping", () => {
   });
 
   it("sharedDownload(): Redis refusing connections is waited for (asked again every pollMs), then an error outcome that says so and backs the site off not at all", async () => {
-    const { script, outcomes, errors, throttler, advance } = rig(() => of(200), {
-      timeoutMs: 1_000,
-      pollMs: 250,
-    });
+    const { script, outcomes, errors, throttler, advance } = rig(
+      () => of(200),
+      {
+        timeoutMs: 1_000,
+        pollMs: 250,
+      },
+      undefined,
+      true,
+    );
     // What node-redis passes on when nothing listens: no message, one error per address.
     const refused = () =>
       Object.assign(
