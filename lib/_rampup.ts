@@ -477,11 +477,28 @@ export class RampupController {
       // Made at this trigger: what is in flight, over the refused request's round trip.
       ? (Math.max(1, activeNow) * 1000) / Math.max(1, now - sentAt)
       : Math.max(this.#recentSendRate(now), this.#gapRate(sentAt));
+    // Unpaced, refused with another request sent at the same instant: the
+    // site refuses bursts (a strict spacer), which says nothing of the rate
+    // the scope sent at; paced at that rate the requests go apart.
+    // (Rampup only: its slow start doubles concurrency, answers come back
+    // together and the next sends go at one instant.)
+    const burst = this.limits.mode === "rampup" && this.rate === Infinity &&
+      this.#sends.count >= 2 &&
+      this.#sends.atInstant(sentAt) >= 2 &&
+      // Few admitted before: a bucket or a window that ran out after a run of
+      // admits refuses a burst too, and there the rate was too fast.
+      this.#phaseAdmitsAtFirst() <= BURST_MIN;
     // A rate that was refused is too fast, whatever a quiet round said before
     // (a bucket's saved burst can hide a rate above its limit for a while).
-    if (pace < this.#hi) this.#hi = pace;
-    let next = pace * CUT_FACTOR;
-    let why = `refused at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
+    if (burst) {
+      this.#hi = Math.min(this.#hi, 2 * pace);
+      // Not pressed on the site's rate: no episode starts here.
+      this.#episodeStart = Number.NaN;
+    } else if (pace < this.#hi) this.#hi = pace;
+    let next = burst ? pace : pace * CUT_FACTOR;
+    let why = burst
+      ? `refused in a burst at ${fmt(pace)}/s: paced at ${fmt(next)}/s`
+      : `refused at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
     const est = this.#episodeEstimate(sentAt);
     // A window re-opens with its whole quota: a site that admitted far less
     // than the window's rate since it first refused (a bucket after its
@@ -643,6 +660,11 @@ export class RampupController {
 
   /** The last episode estimate with the held time left out (see `#episodeEstimate`). */
   #estimateUnheld = 0;
+
+  /** Admits before the first refusal (so far, before it). */
+  #phaseAdmitsAtFirst(): number {
+    return this.#phase === "start" ? this.#periodAdmits : this.#firstAdmits;
+  }
 
   /** Whether the admits before the first refusal were well above `rate`: a burst the site had saved. */
   #savedBurst(rate: number): boolean {

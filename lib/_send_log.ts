@@ -74,6 +74,17 @@ export class SendLog {
     return n;
   }
 
+  /** Sends at the instant `sentAt` (within a microsecond). */
+  atInstant(sentAt: number): number {
+    let n = 0;
+    this.#back((at) => {
+      if (at < sentAt - SAME_INSTANT_MS) return false;
+      if (at <= sentAt + SAME_INSTANT_MS) n++;
+      return true;
+    });
+    return n;
+  }
+
   /** The time of the last send before `sentAt`, or undefined. */
   before(sentAt: number): number | undefined {
     let found: number | undefined;

@@ -239,6 +239,19 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
   ],
   [
     {
+      // Rampup's slow start sends at one instant; the strict spacer refuses
+      // the second of them, which says nothing of the rate sent at.
+      name: "gcra 20/s, 100 ms",
+      limiter: { shape: "token-bucket", ratePerSec: 20, burst: 1 },
+      latencyMs: 100,
+      status: 503,
+    },
+    true,
+    0.85,
+    0.05,
+  ],
+  [
+    {
       name: "conc 2",
       limiter: { shape: "concurrency", maxConcurrency: 2 },
       latencyMs: 100,
