@@ -267,7 +267,10 @@ export class RampupController {
     if (sentAt !== undefined && sentAt > this.#lastCutAt && !Number.isNaN(this.#blockStart)) {
       this.#endBlock(now, sentAt);
     }
-    if (this.#oneInFlight && (sentAt === undefined || sentAt > this.#lastCutAt)) {
+    if (
+      this.#oneInFlight &&
+      (this.#oneUntilAnyAdmit || sentAt === undefined || sentAt > this.#lastCutAt)
+    ) {
       this.#oneInFlight = false;
       this.#needsApply = true;
     }
@@ -279,12 +282,15 @@ export class RampupController {
    * cap lets through, and a real cap admits the one at once (a round trip's
    * cost).
    */
-  #oneUntilAdmit(knobs: RampKnobs): void {
+  #oneUntilAdmit(knobs: RampKnobs, anyAdmit = false): void {
     knobs.concurrency = Math.max(1, this.limits.minConcurrency);
     this.#oneInFlight = true;
+    this.#oneUntilAnyAdmit = anyAdmit;
   }
 
   #oneInFlight = false;
+  /** Whether an admit of a request already in flight at the cut ends `#oneInFlight` too. */
+  #oneUntilAnyAdmit = false;
 
   /**
    * Pace no faster than `delayMs` apart (learned elsewhere: another process
@@ -424,6 +430,10 @@ export class RampupController {
         this.#capLimit = f - 1;
         this.#cut(now, false);
         this.#apply(knobs);
+        // Nothing new until one is admitted: a cap admits the others in
+        // flight at once (and the cap is back), a window or a bucket that ran
+        // out refuses them, and new sends would only be refused as well.
+        this.#oneUntilAdmit(knobs, true);
         return this.#report(
           knobs,
           `concurrency cap: refused with ${f} in flight, admitted with ${f - 1}`,
@@ -829,6 +839,8 @@ export class RampupController {
     if (this.#needsApply) {
       this.#needsApply = false;
       this.#apply(knobs);
+      // Still waiting for an admit after a refusal under a cap.
+      if (this.#oneInFlight) knobs.concurrency = Math.max(1, this.limits.minConcurrency);
     }
     if (this.#pending.length > 0) {
       for (const s of this.#pending) {

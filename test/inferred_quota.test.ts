@@ -143,7 +143,8 @@ describe("a refusal under a supposed concurrency cap", () => {
     }
     m.recordBackoff(100.8, { cause: "status 503", sentAt: 0.3 });
     m.recordDone(100.8, { latencyMs: 100.5, status: 503, sentAt: 0.3 });
-    expect(m.state(100.8).concurrency).toBe(3);
+    // The first refusal: a cap of 3, nothing new until an admit.
+    expect(m.state(100.8).concurrency).toBe(1);
     m.advance(100.8);
     // A second cycle long after: two admitted with three in flight, the
     // third refused: the site served two at once.

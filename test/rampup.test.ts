@@ -161,10 +161,16 @@ describe("adaptive limits (lib/_rampup.ts)", () => {
       m.recordDone(100.5 + i / 10, { latencyMs: 100, status: 200, sentAt: i / 10 });
     }
     m.recordBackoff(100.8, { cause: "status 503", sentAt: 0.3 });
-    expect(m.state(100.8)).toMatchObject({ concurrency: 3, delayMs: 0 });
+    // Nothing new until one is admitted (a window that ran out would refuse
+    // them all); the next admit, of any request, brings the cap of 3.
+    expect(m.state(100.8)).toMatchObject({ concurrency: 1, delayMs: 0 });
     expect(summary(m.advance(100.8))).toEqual([
-      "0/3 concurrency cap: refused with 4 in flight, admitted with 3",
+      "0/1 concurrency cap: refused with 4 in flight, admitted with 3",
     ]);
+    m.recordSent(101);
+    m.recordDone(201, { latencyMs: 100, status: 200, sentAt: 101 });
+    m.advance(201);
+    expect(m.state(201)).toMatchObject({ concurrency: 3, delayMs: 0 });
   });
 
   it("a learned pace is a floor for jitter: a strict spacer sees no gap shorter than it", () => {
