@@ -21,21 +21,10 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { seededRandom } from "../lib/sim/zoo_random.ts";
 import { argValue, fmtFixed, fmtInt, isMain, markdownTable, ROOT } from "./_harness.ts";
 
 const MAIN = join(ROOT, "lib/cli/main.ts");
-
-/** A seeded uniform [0, 1) (mulberry32). */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function listen(server: Server): Promise<string> {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -55,7 +44,7 @@ function lines(path: string): string[] {
 
 /** Interrupted crawls: returns the table row values. */
 async function interrupted(n: number, kills: number, terms: number, seed: number) {
-  const random = seeded(seed);
+  const random = seededRandom(seed);
   const served = new Map<string, number>();
   const server = createServer((req, res) => {
     const url = req.url ?? "/";

@@ -91,6 +91,29 @@ async function slowServer(ms: number) {
   return { ...server, most: () => most };
 }
 
+/**
+ * A crawl against a Redis of the test's own: a free port (the test starts
+ * redis-server on it with {@link startRedisServer}), a loopback site of `n`
+ * pages answering in 20 ms, their list in a file, and where --output goes.
+ */
+async function ownRedisCrawl(n: number) {
+  const port = await freePort();
+  const server = await slowServer(20);
+  const dir = tempDir();
+  const urls = join(dir, "urls.txt");
+  writeFileSync(urls, Array.from({ length: n }, (_, i) => `${server.origin}/${i + 1}`).join("\n"));
+  return { port, server, dir, urls, output: join(dir, "out.jsonl") };
+}
+
+/** Lines written to `path` so far (0 before it exists). */
+function writtenLines(path: string): number {
+  try {
+    return readFileSync(path, "utf8").split("\n").length - 1;
+  } catch {
+    return 0;
+  }
+}
+
 /** A TCP port nothing listens on right now (for a Redis of a test's own). */
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -279,23 +302,16 @@ describe("politely crawl --redis", () => {
     async () => {
       // A Redis of this test's own on a free port, killed mid-crawl and
       // started again (empty: --save ''), while the crawl waits.
-      const port = await freePort();
+      const n = 60;
+      const { port, urls, output } = await ownRedisCrawl(n);
       let redis = startRedisServer(port);
       onCleanup(() => redis.kill("SIGKILL"));
       await waitForRedis(port);
-      const server = await slowServer(20);
-      const dir = tempDir();
-      const n = 60;
-      writeFileSync(
-        join(dir, "urls.txt"),
-        Array.from({ length: n }, (_, i) => `${server.origin}/${i + 1}`).join("\n"),
-      );
-      const output = join(dir, "out.jsonl");
       let restarted = false;
       const run = politely(
         [
           "crawl",
-          join(dir, "urls.txt"),
+          urls,
           "--redis",
           `redis://127.0.0.1:${port}`,
           "--plain",
@@ -312,11 +328,7 @@ describe("politely crawl --redis", () => {
       // unsent, well within --redis-wait's 120 s default.
       for (let i = 0; i < 600 && !restarted; i++) {
         await new Promise((r) => setTimeout(r, 50));
-        let written = 0;
-        try {
-          written = readFileSync(output, "utf8").split("\n").length - 1;
-        } catch { /* not yet */ }
-        if (written >= n / 3) {
+        if (writtenLines(output) >= n / 3) {
           redis.kill("SIGKILL");
           await new Promise((r) => setTimeout(r, 12_000));
           redis = startRedisServer(port);
@@ -336,20 +348,13 @@ describe("politely crawl --redis", () => {
   it(
     "politely crawl --redis-wait: requests a Redis that stays away cannot serve end unsent, exit 3, and the job directory keeps them",
     async () => {
-      const port = await freePort();
+      const { port, dir, urls, output } = await ownRedisCrawl(24);
       const redis = startRedisServer(port);
       onCleanup(() => redis.kill("SIGKILL"));
       await waitForRedis(port);
-      const server = await slowServer(20);
-      const dir = tempDir();
-      writeFileSync(
-        join(dir, "urls.txt"),
-        Array.from({ length: 24 }, (_, i) => `${server.origin}/${i + 1}`).join("\n"),
-      );
-      const output = join(dir, "out.jsonl");
       const args = [
         "crawl",
-        join(dir, "urls.txt"),
+        urls,
         "--redis",
         `redis://127.0.0.1:${port}`,
         "--redis-wait",
@@ -366,11 +371,7 @@ describe("politely crawl --redis", () => {
       ];
       let killed = false;
       const first = await politely(args, () => {
-        let written = 0;
-        try {
-          written = readFileSync(output, "utf8").split("\n").length - 1;
-        } catch { /* not yet */ }
-        if (written >= 8 && !killed) {
+        if (writtenLines(output) >= 8 && !killed) {
           killed = true;
           redis.kill("SIGKILL");
         }
@@ -390,9 +391,9 @@ describe("politely crawl --redis", () => {
       await waitForRedis(port);
       const second = await politely(args);
       expect(second.code, second.stderr).toBe(0);
-      const urls = ok(readLines(output));
-      expect(urls).toHaveLength(24);
-      expect(new Set(urls).size).toBe(24);
+      const recorded = ok(readLines(output));
+      expect(recorded).toHaveLength(24);
+      expect(new Set(recorded).size).toBe(24);
     },
     120_000,
   );
