@@ -102,7 +102,23 @@ async function ownRedisCrawl(n: number) {
   const dir = tempDir();
   const urls = join(dir, "urls.txt");
   writeFileSync(urls, Array.from({ length: n }, (_, i) => `${server.origin}/${i + 1}`).join("\n"));
-  return { port, server, dir, urls, output: join(dir, "out.jsonl") };
+  const output = join(dir, "out.jsonl");
+  /** `politely crawl` of the pages through this Redis, one at a time, 50 ms apart, and `extra`. */
+  const crawlArgs = (...extra: string[]) => [
+    "crawl",
+    urls,
+    "--redis",
+    `redis://127.0.0.1:${port}`,
+    "--plain",
+    "--output",
+    output,
+    "--set",
+    "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+    "--set",
+    "DOWNLOAD_DELAY=0.05",
+    ...extra,
+  ];
+  return { port, server, dir, output, crawlArgs };
 }
 
 /** Lines written to `path` so far (0 before it exists). */
@@ -303,25 +319,13 @@ describe("politely crawl --redis", () => {
       // A Redis of this test's own on a free port, killed mid-crawl and
       // started again (empty: --save ''), while the crawl waits.
       const n = 60;
-      const { port, urls, output } = await ownRedisCrawl(n);
+      const { port, output, crawlArgs } = await ownRedisCrawl(n);
       let redis = startRedisServer(port);
       onCleanup(() => redis.kill("SIGKILL"));
       await waitForRedis(port);
       let restarted = false;
       const run = politely(
-        [
-          "crawl",
-          urls,
-          "--redis",
-          `redis://127.0.0.1:${port}`,
-          "--plain",
-          "--output",
-          output,
-          "--set",
-          "CONCURRENT_REQUESTS_PER_DOMAIN=1",
-          "--set",
-          "DOWNLOAD_DELAY=0.05",
-        ],
+        crawlArgs(),
       );
       // Kill Redis once a third of the pages are written, restart it 12 s
       // later: longer than the 10 s a request used to wait before it ended
@@ -348,27 +352,11 @@ describe("politely crawl --redis", () => {
   it(
     "politely crawl --redis-wait: requests a Redis that stays away cannot serve end unsent, exit 3, and the job directory keeps them",
     async () => {
-      const { port, dir, urls, output } = await ownRedisCrawl(24);
+      const { port, dir, output, crawlArgs } = await ownRedisCrawl(24);
       const redis = startRedisServer(port);
       onCleanup(() => redis.kill("SIGKILL"));
       await waitForRedis(port);
-      const args = [
-        "crawl",
-        urls,
-        "--redis",
-        `redis://127.0.0.1:${port}`,
-        "--redis-wait",
-        "1",
-        "--plain",
-        "--jobdir",
-        join(dir, "job"),
-        "--output",
-        output,
-        "--set",
-        "CONCURRENT_REQUESTS_PER_DOMAIN=1",
-        "--set",
-        "DOWNLOAD_DELAY=0.05",
-      ];
+      const args = crawlArgs("--redis-wait", "1", "--jobdir", join(dir, "job"));
       let killed = false;
       const first = await politely(args, () => {
         if (writtenLines(output) >= 8 && !killed) {
