@@ -86,6 +86,8 @@ export interface GateTicket {
 interface ScopeEntry extends Slotted {
   readonly scope: string;
   readonly manager: ThrottlingScopeManagerProtocol;
+  /** Requests counted while a traffic meter is open (see `meterTraffic`). */
+  traffic: TrafficCount | undefined;
   waiting: Deque<GateTicket> | undefined;
   /** Made when a timer is first armed: most scopes of a broad crawl never need one. */
   timers: EntryTimers | undefined;
@@ -105,6 +107,7 @@ class DefaultScopeEntry extends ThrottlingScopeManager implements ScopeEntry {
   exposed = false;
   waiting: Deque<GateTicket> | undefined = undefined;
   timers: EntryTimers | undefined = undefined;
+  traffic: TrafficCount | undefined = undefined;
   older: ScopeEntry | undefined = undefined;
   newer: ScopeEntry | undefined = undefined;
 
@@ -126,6 +129,40 @@ interface EntryTimers {
 }
 
 const NO_AMOUNTS: readonly (number | undefined)[] = [];
+
+/** Events made once or more per request: not on `notices$`. */
+const PER_REQUEST_EVENTS: ReadonlySet<ThrottleEvent["type"]> = new Set([
+  "request-delayed",
+  "request-sent",
+  "request-done",
+  "scope-created",
+]);
+
+/** One scope's requests since a meter's last `take` (see `Throttler.meterTraffic`). */
+interface TrafficCount {
+  readonly scope: string;
+  sent: number;
+  done: number;
+  failed: number;
+  /** In the list the next `take` reads. */
+  listed: boolean;
+}
+
+/** A scope's requests since the last `take`: sent, done, and of those done the failed (an error, or a status of 400 or more). */
+export interface TrafficTake {
+  readonly scope: string;
+  readonly sent: number;
+  readonly done: number;
+  readonly failed: number;
+}
+
+/** Counts of requests per scope (see `Throttler.meterTraffic`). */
+export interface TrafficMeter {
+  /** The scopes with requests since the last take, and their counts; empties them. */
+  take(): TrafficTake[];
+  /** Stop counting (idempotent). */
+  close(): void;
+}
 /** Evicted entries kept for reuse (see `Throttler.#pool`). */
 const POOL_MAX = 1024;
 /** Size of the cache of single-scope `RequestScopes` (see `#single`). */
@@ -155,6 +192,11 @@ export class Throttler<R = unknown> {
    */
   readonly #pool: DefaultScopeEntry[] = [];
   readonly #events = new Subject<ThrottleEvent>();
+  readonly #notices = new Subject<ThrottleEvent>();
+  /** Open traffic meters (see `meterTraffic`). */
+  #metering = 0;
+  /** Counts with requests since the last `take` of a meter. */
+  #touched: TrafficCount[] = [];
   readonly #watchers = new Map<string, Set<(s: ScopeState) => void>>();
   readonly #allWatchers = new Set<(s: ScopeState) => void>();
   readonly #global = new Deque<GateTicket>();
@@ -203,6 +245,16 @@ export class Throttler<R = unknown> {
 
   /** Every throttling event, as it happens. */
   readonly events$: Observable<ThrottleEvent> = this.#events.asObservable();
+
+  /**
+   * Every event except those made once or more per request
+   * (`request-delayed`, `request-sent`, `request-done`, `scope-created`):
+   * backoff, holds, recovery, rampup steps, announcements, retries,
+   * robots.txt, evictions, warnings. Listening here costs nothing per
+   * request (the per-request events are not built for it); with
+   * {@link Throttler.meterTraffic} it is what a live view needs.
+   */
+  readonly notices$: Observable<ThrottleEvent> = this.#notices.asObservable();
 
   readonly #changes = new Subject<readonly string[]>();
   /** Scopes changed since the last `changes$` emission; only kept while observed. */
@@ -427,7 +479,7 @@ export class Throttler<R = unknown> {
     const now = this.scheduler.now();
     this.#advance(scope, entry, now);
     entry.manager.recordBackoff(now, signal);
-    if (this.observed) {
+    if (this.noticed) {
       const s = this.#stateOf(scope, entry);
       // An explained refusal is its hold only: no backoff to report.
       if (signal.explained !== true) {
@@ -468,7 +520,7 @@ export class Throttler<R = unknown> {
     const entry = this.#entry(scope);
     const manager = entry.manager;
     const now = this.scheduler.now();
-    const observed = this.observed;
+    const observed = this.noticed;
     if (observed) {
       this.#emit({
         type: "announced",
@@ -690,6 +742,9 @@ export class Throttler<R = unknown> {
     const now = this.scheduler.now();
     this.#active--;
     const names = scopes.names;
+    const metered = this.#metering > 0;
+    const failed = metered && result !== undefined &&
+      (result.failed === true || (result.status !== undefined && result.status >= 400));
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
       const held = slot as ScopeEntry | undefined;
@@ -698,6 +753,11 @@ export class Throttler<R = unknown> {
         ? held
         : this.#entry(scope);
       entry.manager.recordDone(now, result);
+      if (metered) {
+        const t = this.#meter(scope, entry);
+        t.done++;
+        if (failed) t.failed++;
+      }
       this.#changed(scope, entry, now);
       // A scope that never queued a request has nothing to pump (#pumpScope returns at once).
       if (entry.waiting !== undefined) this.#dirty.push(scope);
@@ -738,9 +798,71 @@ export class Throttler<R = unknown> {
     this.#emit(event);
   }
 
-  /** @internal Whether anyone listens to events (to skip building them). */
+  /** @internal Whether anyone listens to every event (to skip building the per-request ones). */
   get observed(): boolean {
     return this.#events.observed || this.settings.debug;
+  }
+
+  /** @internal Whether anyone listens to the events of `notices$` (to skip building them). */
+  get noticed(): boolean {
+    return this.#events.observed || this.#notices.observed || this.settings.debug;
+  }
+
+  /**
+   * Count the requests sent and done in each scope, for a live view that
+   * needs rates but not an event per request (the cost is a few increments
+   * per request while the meter is open). One meter at a time: each `take`
+   * empties the counts, whichever meter takes them.
+   *
+   * @example
+   * ```ts
+   * import { createThrottler } from "./throttler.ts";
+   * const meter = createThrottler().meterTraffic();
+   * console.assert(meter.take().length === 0);
+   * meter.close();
+   * ```
+   */
+  meterTraffic(): TrafficMeter {
+    this.#metering++;
+    let open = true;
+    return {
+      take: () => {
+        const counts = this.#touched;
+        this.#touched = [];
+        const out: TrafficTake[] = [];
+        for (const t of counts) {
+          t.listed = false;
+          if (t.sent > 0 || t.done > 0) {
+            out.push({ scope: t.scope, sent: t.sent, done: t.done, failed: t.failed });
+          }
+          t.sent = 0;
+          t.done = 0;
+          t.failed = 0;
+        }
+        return out;
+      },
+      close: () => {
+        if (!open) return;
+        open = false;
+        if (--this.#metering === 0) {
+          for (const t of this.#touched) t.listed = false;
+          this.#touched = [];
+        }
+      },
+    };
+  }
+
+  /** The open count of a scope, listed for the next `take`. */
+  #meter(scope: string, entry: ScopeEntry): TrafficCount {
+    let t = entry.traffic;
+    if (t === undefined || t.scope !== scope) {
+      t = entry.traffic = { scope, sent: 0, done: 0, failed: 0, listed: false };
+    }
+    if (!t.listed) {
+      t.listed = true;
+      this.#touched.push(t);
+    }
+    return t;
   }
 
   // ---------------------------------------------------------------------------
@@ -792,6 +914,7 @@ export class Throttler<R = unknown> {
       entry = only !== undefined && names.length === 1 ? only : this.#entries.get(scope)!;
       this.#touch(entry);
       entry.manager.recordSent(now, amounts[i]);
+      if (this.#metering > 0) this.#meter(scope, entry).sent++;
       if (amounts[i] === undefined) this.#checkQuotaAmounts(scope, entry.manager);
       this.#changed(scope, entry, now);
     }
@@ -955,6 +1078,7 @@ export class Throttler<R = unknown> {
         manager: factory({ scope, config, random: this.#random }),
         waiting: undefined,
         timers: undefined,
+        traffic: undefined,
         older: this.#newest,
         newer: undefined,
       };
@@ -1079,10 +1203,11 @@ export class Throttler<R = unknown> {
     ) {
       entry.waiting = undefined;
       entry.timers = undefined;
+      entry.traffic = undefined;
       this.#pool.push(entry);
     }
     if (this.#stalled.size > 0) this.#stalled.delete(scope);
-    if (this.observed) this.#emit({ type: "scope-evicted", at: now, scope, reason });
+    if (this.noticed) this.#emit({ type: "scope-evicted", at: now, scope, reason });
   }
 
   #advance(scope: string, entry: ScopeEntry, now: number): void {
@@ -1094,7 +1219,7 @@ export class Throttler<R = unknown> {
   }
 
   #emitStep(scope: string, step: ScopeStep, at: number): void {
-    if (!this.observed) return;
+    if (!this.noticed) return;
     this.#emit(
       match(step)
         .with({ kind: "recovery" }, (s): ThrottleEvent => ({
@@ -1227,6 +1352,7 @@ export class Throttler<R = unknown> {
     this.#depth++;
     try {
       this.#events.next(event);
+      if (this.#notices.observed && !PER_REQUEST_EVENTS.has(event.type)) this.#notices.next(event);
     } finally {
       this.#depth--;
     }

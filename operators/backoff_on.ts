@@ -136,7 +136,7 @@ export function backoffOn<R, T>(
             const resubmit = resubmitOf(outcome as Outcome<unknown, unknown>);
             if (resubmit !== undefined) {
               // Told before the resubmit, so the log reads "retry" then what the gate does with it.
-              if (throttler.observed) {
+              if (throttler.noticed) {
                 throttler.emit({
                   type: "retry",
                   at: throttler.scheduler.now(),

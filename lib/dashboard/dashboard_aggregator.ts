@@ -9,12 +9,21 @@ import { interval, type Observable, type SchedulerLike, Subject, type Subscripti
 import { match } from "ts-pattern";
 import type { ThrottleEvent, ThrottleEventType } from "../events.ts";
 import type { ScopeState } from "../scope_manager_protocol.ts";
+import type { TrafficMeter, TrafficTake } from "../throttler.ts";
 import { type SeriesColumn, SeriesRing } from "./_series_ring.ts";
 
 /** What the aggregator reads of a throttler (a `Throttler` is one). */
 export interface DashboardSource {
   /** Every throttling event. */
   readonly events$: Observable<ThrottleEvent>;
+  /**
+   * The events that are not made per request (a `Throttler`'s). With
+   * `meterTraffic`, the aggregator listens here and counts requests with the
+   * meter, so the throttler builds no event per request for it.
+   */
+  readonly notices$?: Observable<ThrottleEvent>;
+  /** Counts of requests per scope (a `Throttler`'s `meterTraffic`). */
+  meterTraffic?(): TrafficMeter;
   /** A scope's state, `undefined` when not in memory; must not create the scope. */
   state(scope: string): ScopeState | undefined;
   /** The clock of the events' `at` and of the ticks. */
@@ -222,6 +231,8 @@ export class DashboardAggregator {
   #trimsThisTick = 0;
   #rows: DashboardRow[] = [];
   #subscription: Subscription | undefined;
+  /** The source's traffic meter while started, when it has one. */
+  #meter: TrafficMeter | undefined;
   readonly #snapshots = new Subject<DashboardSnapshot>();
   #last: DashboardSnapshot | undefined;
 
@@ -250,7 +261,21 @@ export class DashboardAggregator {
   /** Start listening to events and ticking (on the source's scheduler). Idempotent. */
   start(): void {
     if (this.#subscription !== undefined) return;
-    const sub = this.#source.events$.subscribe((event) => this.record(event));
+    const source = this.#source;
+    // Requests counted by a meter when the source has one (no event per
+    // request is built then), else from the request events.
+    const metered = source.notices$ !== undefined && source.meterTraffic !== undefined;
+    const sub = (metered ? source.notices$! : source.events$).subscribe((event) =>
+      this.record(event)
+    );
+    if (metered) {
+      const meter = source.meterTraffic!();
+      this.#meter = meter;
+      sub.add(() => {
+        meter.close();
+        this.#meter = undefined;
+      });
+    }
     sub.add(interval(this.tickMs, this.#source.scheduler).subscribe(() => this.tick()));
     this.#subscription = sub;
   }
@@ -353,6 +378,7 @@ export class DashboardAggregator {
 
   /** Take one point per tracked scope, drop the least active beyond `maxScopes`, emit a snapshot. */
   tick(): DashboardSnapshot {
+    if (this.#meter !== undefined) this.#countTraffic(this.#meter.take());
     const now = this.#source.scheduler.now();
     const slot = this.#ticks % this.historyPoints;
     this.#ticks++;
@@ -489,6 +515,20 @@ export class DashboardAggregator {
       tracked: this.#tracked.size,
       untracked: this.#untracked,
     };
+  }
+
+  /** Requests a meter counted since the last tick, as the request events would have counted them. */
+  #countTraffic(takes: readonly TrafficTake[]): void {
+    for (const c of takes) {
+      this.#sent += c.sent;
+      this.#done += c.done;
+      this.#errors += c.failed;
+      const t = this.#track(c.scope);
+      if (t === undefined) continue;
+      t.tickSent += c.sent;
+      t.tickDone += c.done;
+      t.tickErrors += c.failed;
+    }
   }
 
   /** The tracked entry of a scope, made when there is room; `undefined` when there is none. */
