@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import process from "node:process";
 import { chromium } from "playwright-core";
@@ -7,6 +8,7 @@ import type { DashboardSource } from "../lib/dashboard/dashboard_aggregator.ts";
 import { type Dashboard, serveDashboard } from "../lib/dashboard/serve_dashboard.ts";
 import type { ThrottleEvent } from "../lib/events.ts";
 import type { ScopeState } from "../lib/scope_manager_protocol.ts";
+import { MAIN, ROOT } from "./_helpers/politely_cli.ts";
 
 // The page in a real headless browser: Debian's chromium, never a download.
 // A machine without it fails here (.ci/run installs it): a skipped browser
@@ -82,6 +84,39 @@ function busySource(): { source: DashboardSource; stop: () => void } {
   };
 }
 
+/**
+ * Debian's chromium on `url`, offline (anything not from `url` is refused and
+ * listed in `outside`), with console errors and page errors listed in
+ * `problems`.
+ */
+async function openPage(url: string) {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(
+      `No chromium at ${CHROMIUM}: install Debian's (apt-get install -y chromium; .ci/run does) ` +
+        "or set CHROMIUM_PATH. This test does not download a browser.",
+    );
+  }
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  });
+  const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
+  const problems: string[] = [];
+  page.on("console", (m) => {
+    if (m.type() === "error") problems.push(`console: ${m.text()}`);
+  });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  const outside: string[] = [];
+  await page.route("**/*", (route) => {
+    const target = route.request().url();
+    if (target.startsWith(url)) return route.continue();
+    outside.push(target);
+    return route.abort();
+  });
+  return { browser, page, problems, outside };
+}
+
 describe("dashboard page", () => {
   let dashboard: Dashboard;
   let stop: () => void;
@@ -100,32 +135,8 @@ describe("dashboard page", () => {
   it(
     "the dashboard page loads offline, draws plots that change, and its table updates and sorts",
     async () => {
-      if (!existsSync(CHROMIUM)) {
-        throw new Error(
-          `No chromium at ${CHROMIUM}: install Debian's (apt-get install -y chromium; .ci/run does) ` +
-            "or set CHROMIUM_PATH. This test does not download a browser.",
-        );
-      }
-      const browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        headless: true,
-        args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-      });
+      const { browser, page, problems, outside } = await openPage(dashboard.url);
       try {
-        const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
-        const problems: string[] = [];
-        page.on("console", (m) => {
-          if (m.type() === "error") problems.push(`console: ${m.text()}`);
-        });
-        page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-        // Offline: anything not from the dashboard itself is refused and reported.
-        const outside: string[] = [];
-        await page.route("**/*", (route) => {
-          const url = route.request().url();
-          if (url.startsWith(dashboard.url)) return route.continue();
-          outside.push(url);
-          return route.abort();
-        });
         await page.goto(dashboard.url, { timeout: WAIT_MS });
         await page.waitForFunction(() => document.title === "politely test", null, {
           timeout: WAIT_MS,
@@ -222,6 +233,91 @@ describe("dashboard page", () => {
         expect(problems).toEqual([]);
       } finally {
         await browser.close();
+      }
+    },
+    HANG_LIMIT_MS,
+  );
+});
+
+describe("dashboard page of the demo", () => {
+  it(
+    "politely demo --web: the demo's sites appear with plots that change, the table sorts, no errors",
+    async () => {
+      // The demo as a user runs it: its real loopback sites, the real
+      // throttler (notices$ and meterTraffic) and the page over HTTP.
+      const runtime = "Deno" in globalThis ? ["run", "-A", MAIN] : ["--import", "tsx", MAIN];
+      const demo = spawn(
+        process.execPath,
+        [...runtime, "demo", "--web", "0", "--duration", "90", "--plain"],
+        { cwd: ROOT, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] },
+      );
+      let out = "";
+      demo.stdout.on("data", (d) => (out += d));
+      demo.stderr.on("data", (d) => (out += d));
+      const exited = new Promise<void>((resolve) => demo.on("close", () => resolve()));
+      try {
+        let url: string | undefined;
+        for (let i = 0; i < WAIT_MS / 50 && url === undefined; i++) {
+          url = /dashboard at (http:\/\/\S+)/.exec(out)?.[1];
+          if (url === undefined) await new Promise((r) => setTimeout(r, 50));
+        }
+        expect(url, out).toBeDefined();
+        const { browser, page, problems, outside } = await openPage(url!);
+        try {
+          await page.goto(url!, { timeout: WAIT_MS });
+          // The five demo sites, each a card with plots.
+          await page.waitForFunction(
+            () => document.querySelectorAll("#scopes tbody tr").length >= 5,
+            null,
+            { timeout: WAIT_MS },
+          );
+          const labels = await page.$$eval(
+            "#scopes tbody tr",
+            (rows) => rows.map((r) => r.querySelector("td")?.textContent ?? "").sort(),
+          );
+          for (const site of ["bucket", "capped", "robots"]) {
+            expect(labels.some((l) => l.includes(site)), labels.join(", ")).toBe(true);
+          }
+          await page.waitForFunction(
+            () => document.querySelectorAll("#plots .card canvas").length >= 3,
+            null,
+            { timeout: WAIT_MS },
+          );
+          const before = await page.$eval(
+            "#plots .card canvas",
+            (c) => (c as HTMLCanvasElement).toDataURL(),
+          );
+          await page.waitForFunction(
+            (b) =>
+              document.querySelector<HTMLCanvasElement>("#plots .card canvas")?.toDataURL() !== b,
+            before,
+            { timeout: WAIT_MS },
+          );
+          // Requests counted by the meter reach the table.
+          await page.waitForFunction(
+            () =>
+              [...document.querySelectorAll("#scopes tbody tr")]
+                .map((r) => Number(r.querySelectorAll("td")[9]?.textContent))
+                .reduce((a, x) => a + x, 0) > 10,
+            null,
+            { timeout: WAIT_MS },
+          );
+          const names = () =>
+            page.$$eval(
+              "#scopes tbody tr",
+              (rows) => rows.map((r) => r.querySelector("td")?.textContent ?? ""),
+            );
+          await page.click("#scopes th[data-key=label]");
+          const ascending = await names();
+          expect(ascending).toEqual([...ascending].sort());
+          expect(outside).toEqual([]);
+          expect(problems).toEqual([]);
+        } finally {
+          await browser.close();
+        }
+      } finally {
+        demo.kill("SIGINT");
+        await exited;
       }
     },
     HANG_LIMIT_MS,
