@@ -91,7 +91,7 @@ export function parseUrl(url: string): URL {
 }
 
 /** The canonical URL of a parsed URL (see {@link canonicalUrl}). @internal */
-export function canonicalizeParsed(u: URL): string {
+function canonicalizeParsed(u: URL): string {
   // Most crawl URLs are canonical already: reuse the parser's string.
   const href = u.href;
   if (

@@ -76,7 +76,7 @@ export function updateScopeBackoff(
 }
 
 /** The configuration a scope runs with now (its manager's, or from the settings). */
-export function scopeConfigOf(
+function scopeConfigOf(
   throttler: Throttler<never> | Throttler<unknown>,
   scope: string,
 ): ResolvedScopeConfig {

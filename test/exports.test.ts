@@ -101,6 +101,24 @@ describe("exports", () => {
     expect(modExports(readText("mod.ts")).length).toBeGreaterThan(0);
   });
 
+  it("mod.ts does not export internals: the structured-field parsers, scopeConfigOf, canonicalizeParsed", async () => {
+    const mod = await import("../mod.ts") as Record<string, unknown>;
+    for (
+      const name of [
+        "parseStructuredList",
+        "parseStructuredDictionary",
+        "scopeConfigOf",
+        "canonicalizeParsed",
+      ]
+    ) {
+      expect(name in mod, name).toBe(false);
+    }
+    // What stays public around them.
+    for (const name of ["parseRateLimit", "parseRateLimitPolicy", "canonicalUrl"]) {
+      expect(typeof mod[name], name).toBe("function");
+    }
+  });
+
   it("every file that mod.ts exports exists", () => {
     const missing = modExports(readText("mod.ts")).filter((file) =>
       !existsSync(new URL(file, root))

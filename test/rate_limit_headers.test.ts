@@ -8,12 +8,11 @@ import {
   parseRateLimitPolicy,
   parseRateLimitReset,
   parseRetryAfter,
-  parseStructuredDictionary,
-  parseStructuredList,
   parseXRateLimitReset,
   quotaRemaining,
   serverDelayMs,
 } from "../lib/rate_limit_headers.ts";
+import { parseStructuredDictionary, parseStructuredList } from "../lib/_structured_fields.ts";
 
 const NOW = Date.UTC(2025, 0, 1, 12, 0, 0); // Wed, 01 Jan 2025 12:00:00 GMT
 const GARBAGE = [
