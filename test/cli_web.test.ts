@@ -1,7 +1,6 @@
-import { spawn } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { parseCliArgs, UsageError } from "../lib/cli/args.ts";
-import { MAIN, ROOT } from "./_helpers/politely_cli.ts";
+import { startDemoWeb } from "./_helpers/politely_cli.ts";
 
 describe("politely --web", () => {
   it("parseCliArgs() reads --web PORT, HOST:PORT and [IPv6]:PORT for crawl and demo", () => {
@@ -26,25 +25,10 @@ describe("politely --web", () => {
   it(
     "politely demo --web 0 prints the dashboard's address and serves the demo's sites",
     async () => {
-      const runtime = "Deno" in globalThis ? ["run", "-A", MAIN] : ["--import", "tsx", MAIN];
-      const child = spawn(
-        process.execPath,
-        [...runtime, "demo", "--plain", "--duration", "300", "--web", "0"],
-        { cwd: ROOT, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] },
-      );
-      let stderr = "";
-      let stdout = "";
-      child.stdout.on("data", (d) => (stdout += d));
-      const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+      const demo = await startDemoWeb(300);
+      const url = demo.url;
+      let code: number | null | undefined;
       try {
-        const url = await new Promise<string>((resolve, reject) => {
-          child.stderr.on("data", (d) => {
-            stderr += d;
-            const m = /politely: dashboard at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(stderr);
-            if (m !== null) resolve(m[1]!);
-          });
-          child.on("exit", () => reject(new Error(`demo ended first: ${stderr}`)));
-        });
         const page = await fetch(url);
         expect(page.status).toBe(200);
         await page.text();
@@ -57,13 +41,13 @@ describe("politely --web", () => {
         }
         expect(labels.some((l) => l.includes("127.0.0.1"))).toBe(false);
       } finally {
-        child.kill("SIGINT");
+        code = await demo.stop();
       }
       // Deno's child_process reports a child that handled SIGINT and exited 130
       // as ended by the signal (code null), as in cli_crawl.test.ts.
-      expect("Deno" in globalThis ? [130, null] : [130]).toContain(await exited);
+      expect("Deno" in globalThis ? [130, null] : [130]).toContain(code);
       // The summary: stopped cleanly, the dashboard closed on the way out.
-      expect(stdout).toContain("stopped by Ctrl-C");
+      expect(demo.stdout()).toContain("stopped by Ctrl-C");
     },
     120_000,
   );

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import process from "node:process";
 import { chromium } from "playwright-core";
@@ -8,7 +7,7 @@ import type { DashboardSource } from "../lib/dashboard/dashboard_aggregator.ts";
 import { type Dashboard, serveDashboard } from "../lib/dashboard/serve_dashboard.ts";
 import type { ThrottleEvent } from "../lib/events.ts";
 import type { ScopeState } from "../lib/scope_manager_protocol.ts";
-import { MAIN, ROOT } from "./_helpers/politely_cli.ts";
+import { startDemoWeb } from "./_helpers/politely_cli.ts";
 
 // The page in a real headless browser: Debian's chromium, never a download.
 // A machine without it fails here (.ci/run installs it): a skipped browser
@@ -117,6 +116,29 @@ async function openPage(url: string) {
   return { browser, page, problems, outside };
 }
 
+type Page = Awaited<ReturnType<typeof openPage>>["page"];
+
+/** Resolves once the first plot's pixels change (snapshots keep arriving). */
+async function plotsChange(page: Page): Promise<void> {
+  const before = await page.$eval(
+    "#plots .card canvas",
+    (c) => (c as HTMLCanvasElement).toDataURL(),
+  );
+  await page.waitForFunction(
+    (b) => document.querySelector<HTMLCanvasElement>("#plots .card canvas")?.toDataURL() !== b,
+    before,
+    { timeout: WAIT_MS },
+  );
+}
+
+/** The first column (the scope's label) of the table's rows, in order. */
+function tableNames(page: Page): Promise<string[]> {
+  return page.$$eval(
+    "#scopes tbody tr",
+    (rows) => rows.map((r) => r.querySelector("td")?.textContent ?? ""),
+  );
+}
+
 describe("dashboard page", () => {
   let dashboard: Dashboard;
   let stop: () => void;
@@ -166,16 +188,7 @@ describe("dashboard page", () => {
           });
         expect(await inked()).toBeGreaterThan(100);
         // The plots change as snapshots arrive.
-        const before = await page.$eval(
-          "#plots .card canvas",
-          (c) => (c as HTMLCanvasElement).toDataURL(),
-        );
-        await page.waitForFunction(
-          (b) =>
-            document.querySelector<HTMLCanvasElement>("#plots .card canvas")?.toDataURL() !== b,
-          before,
-          { timeout: WAIT_MS },
-        );
+        await plotsChange(page);
 
         // The table: every site, counts that move.
         const sentOf = () =>
@@ -203,11 +216,7 @@ describe("dashboard page", () => {
         );
 
         // Sorting by name (ascending), then descending.
-        const names = () =>
-          page.$$eval(
-            "#scopes tbody tr",
-            (rows) => rows.map((r) => r.querySelector("td")?.textContent ?? ""),
-          );
+        const names = () => tableNames(page);
         await page.click("#scopes th[data-key=label]");
         expect(await names()).toEqual([...SITES].sort());
         await page.click("#scopes th[data-key=label]");
@@ -245,26 +254,12 @@ describe("dashboard page of the demo", () => {
     async () => {
       // The demo as a user runs it: its real loopback sites, the real
       // throttler (notices$ and meterTraffic) and the page over HTTP.
-      const runtime = "Deno" in globalThis ? ["run", "-A", MAIN] : ["--import", "tsx", MAIN];
-      const demo = spawn(
-        process.execPath,
-        [...runtime, "demo", "--web", "0", "--duration", "90", "--plain"],
-        { cwd: ROOT, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] },
-      );
-      let out = "";
-      demo.stdout.on("data", (d) => (out += d));
-      demo.stderr.on("data", (d) => (out += d));
-      const exited = new Promise<void>((resolve) => demo.on("close", () => resolve()));
+      const demo = await startDemoWeb(90);
+      const url = demo.url;
       try {
-        let url: string | undefined;
-        for (let i = 0; i < WAIT_MS / 50 && url === undefined; i++) {
-          url = /dashboard at (http:\/\/\S+)/.exec(out)?.[1];
-          if (url === undefined) await new Promise((r) => setTimeout(r, 50));
-        }
-        expect(url, out).toBeDefined();
-        const { browser, page, problems, outside } = await openPage(url!);
+        const { browser, page, problems, outside } = await openPage(url);
         try {
-          await page.goto(url!, { timeout: WAIT_MS });
+          await page.goto(url, { timeout: WAIT_MS });
           // The five demo sites, each a card with plots.
           await page.waitForFunction(
             () => document.querySelectorAll("#scopes tbody tr").length >= 5,
@@ -283,16 +278,7 @@ describe("dashboard page of the demo", () => {
             null,
             { timeout: WAIT_MS },
           );
-          const before = await page.$eval(
-            "#plots .card canvas",
-            (c) => (c as HTMLCanvasElement).toDataURL(),
-          );
-          await page.waitForFunction(
-            (b) =>
-              document.querySelector<HTMLCanvasElement>("#plots .card canvas")?.toDataURL() !== b,
-            before,
-            { timeout: WAIT_MS },
-          );
+          await plotsChange(page);
           // Requests counted by the meter reach the table.
           await page.waitForFunction(
             () =>
@@ -302,11 +288,7 @@ describe("dashboard page of the demo", () => {
             null,
             { timeout: WAIT_MS },
           );
-          const names = () =>
-            page.$$eval(
-              "#scopes tbody tr",
-              (rows) => rows.map((r) => r.querySelector("td")?.textContent ?? ""),
-            );
+          const names = () => tableNames(page);
           await page.click("#scopes th[data-key=label]");
           const ascending = await names();
           expect(ascending).toEqual([...ascending].sort());
@@ -316,8 +298,7 @@ describe("dashboard page of the demo", () => {
           await browser.close();
         }
       } finally {
-        demo.kill("SIGINT");
-        await exited;
+        await demo.stop();
       }
     },
     HANG_LIMIT_MS,

@@ -77,3 +77,47 @@ export function tempDir(): string {
 export function readLines(path: string): Record<string, unknown>[] {
   return readFileSync(path, "utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l));
 }
+
+/** A `politely demo --web 0` running as a child process (see {@link startDemoWeb}). */
+export interface DemoWeb {
+  /** The dashboard's address, as the demo printed it. */
+  readonly url: string;
+  /** What the demo wrote to stdout so far. */
+  stdout(): string;
+  /** Stop it with SIGINT (Ctrl-C) and resolve with its exit code (null when ended by the signal). */
+  stop(): Promise<number | null>;
+}
+
+/**
+ * Start `politely demo --plain --duration SECONDS --web 0` on the runtime
+ * running the tests and resolve once it printed the dashboard's address.
+ */
+export function startDemoWeb(durationSec: number): Promise<DemoWeb> {
+  const runtime = "Deno" in globalThis ? ["run", "-A", MAIN] : ["--import", "tsx", MAIN];
+  const child = spawn(
+    process.execPath,
+    [...runtime, "demo", "--plain", "--duration", String(durationSec), "--web", "0"],
+    { cwd: ROOT, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d) => (stdout += d));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+  return new Promise((resolve, reject) => {
+    child.stderr.on("data", (d) => {
+      stderr += d;
+      const m = /politely: dashboard at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(stderr);
+      if (m !== null) {
+        resolve({
+          url: m[1]!,
+          stdout: () => stdout,
+          stop: () => {
+            child.kill("SIGINT");
+            return exited;
+          },
+        });
+      }
+    });
+    child.on("exit", () => reject(new Error(`demo ended first: ${stderr}`)));
+  });
+}
