@@ -35,8 +35,7 @@ export const preciseScheduler: SchedulerLike = {
     // test's too, so a user's marble test of a throttler made with the
     // defaults runs in virtual time. One property read otherwise.
     const virtual = dateTimestampProvider.delegate;
-    // Real clock: the package's one injectable default (pass a scheduler).
-    return virtual === undefined ? origin + performance.now() : virtual.now();
+    return virtual === undefined ? origin + performance.now() : virtual.now(); // single injectable default (pass a scheduler)
   },
   schedule: asyncScheduler.schedule.bind(asyncScheduler) as SchedulerLike["schedule"],
 };

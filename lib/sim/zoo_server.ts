@@ -28,7 +28,7 @@ export interface ZooServerOptions {
    * of `Date` / `Retry-After` dates. By default the scheduler's offset from the
    * wall clock, read once at start (about 0 for `asyncScheduler`), so a client
    * on the real clock reads the resets as real times.
-   * @default Date.now() - scheduler.now() (the wall clock: this option is its one injectable default)
+   * @default the wall clock's offset from the scheduler, read once (this option is that read's injectable default)
    */
   readonly epochMs?: number;
 }
@@ -91,9 +91,8 @@ export function startZooServer(
 ): Promise<ZooServer> {
   // injectable default: the real clock, read through asyncScheduler.
   const scheduler = options.scheduler ?? asyncScheduler;
-  // The one wall-clock read, the single injectable default (pass `epochMs`):
-  // dates the server announces must be real dates.
-  const epochMs = options.epochMs ?? Date.now() - scheduler.now();
+  // Dates the server announces must be real dates.
+  const epochMs = options.epochMs ?? Date.now() - scheduler.now(); // single injectable default (pass `epochMs`)
   const limiter = createZooLimiter(spec, { epochMs });
   const recorder = createStatsRecorder();
   const pending = new Set<Subscription>();
