@@ -79,8 +79,12 @@ export const ESTIMATE_SHARE = 0.95;
 export const CONVERGED = 0.03;
 /** `lo` and `hi` this close are the limit found when a refusal costs a long hold. */
 const CONVERGED_COSTLY = 0.1;
-/** A server hold this long makes a refusal costly. */
-const COSTLY_HOLD_MS = 1_000;
+/**
+ * A `Retry-After` of one whole second: a hold this long makes a refusal
+ * costly, and one no longer is what a spacer or a bucket says as often as a
+ * window (so it tells no quota).
+ */
+const SECOND_HOLD_MS = 1_000;
 /** Once converged, a probe above the rate is this much higher. */
 export const PROBE_STEP = 0.03;
 /** Probing above a limit that holds backs off to once per this many windows at most. */
@@ -277,10 +281,10 @@ export class RampupController {
   }
 
   /**
-   * One in flight until a send after the cut is admitted, after a refusal
-   * under a supposed cap: a site whose window ran out refuses everything the
-   * cap lets through, and a real cap admits the one at once (a round trip's
-   * cost).
+   * One in flight until a send after the cut is admitted (or, with
+   * `anyAdmit`, any request), after a refusal under a supposed cap: a site
+   * whose window ran out refuses everything the cap lets through, and a real
+   * cap admits the one at once (a round trip's cost).
    */
   #oneUntilAdmit(knobs: RampKnobs, anyAdmit = false): void {
     knobs.concurrency = Math.max(1, this.limits.minConcurrency);
@@ -337,7 +341,7 @@ export class RampupController {
   #burstMs = 0;
   /** Server holds in the current episode (their time is `#heldMs`). */
   #episodeHolds = 0;
-  /** Whether the last refusal brought a server hold of COSTLY_HOLD_MS or more. */
+  /** Whether the last refusal brought a server hold of SECOND_HOLD_MS or more. */
   #costlyRefusal = false;
   /** Admits before the first refusal, and the time they took. */
   #firstAdmits = 0;
@@ -349,7 +353,7 @@ export class RampupController {
   /** The first send of the current cycle. */
   #cycleFirstSend = Number.NaN;
   /** The length of the last window read from a block: rounds last as long. */
-  #cycleMs = 0;
+  #windowPeriodMs = 0;
   /** The last finished cycle: admits between two server holds, over their time, the hold included. */
   #cycle: { admits: number; ms: number; heldMs: number; at: number } | undefined;
 
@@ -380,7 +384,7 @@ export class RampupController {
     }
     this.#phase = "learn";
     this.#roundTriggers++;
-    this.#costlyRefusal = this.#heldUntil - now >= COSTLY_HOLD_MS;
+    this.#costlyRefusal = this.#heldUntil - now >= SECOND_HOLD_MS;
     // A target [lo, hi]: the first lo - 1 triggers of a window are tolerated (rampup asked for them).
     if (!(now < this.#targetWindowStart + lim.windowMs)) {
       this.#targetWindowStart = now;
@@ -465,7 +469,7 @@ export class RampupController {
       cycle.heldMs >= HELD_SHARE * cycle.ms && cycle.ms < lim.maxDelayMs &&
       // A hold of a second or less is a bucket's or a spacer's
       // Retry-After as often as a window's (whole seconds).
-      cycle.heldMs > 1_000 &&
+      cycle.heldMs > SECOND_HOLD_MS &&
       // A pace that went a round without a refusal above the quota's rate:
       // the hold was a bucket's or a spacer's Retry-After, not a window's.
       (cycle.admits * 1000) / cycle.ms > this.#lastQuiet
@@ -497,7 +501,7 @@ export class RampupController {
       this.#sends.atInstant(sentAt) >= 2 &&
       // Few admitted before: a bucket or a window that ran out after a run of
       // admits refuses a burst too, and there the rate was too fast.
-      this.#phaseAdmitsAtFirst() <= BURST_MIN;
+      this.#firstAdmits <= BURST_MIN;
     // A rate that was refused is too fast, whatever a quiet round said before
     // (a bucket's saved burst can hide a rate above its limit for a while).
     if (burst) {
@@ -543,21 +547,18 @@ export class RampupController {
       // A site that first admitted a burst well above this rate is a bucket:
       // pressed, it admits its rate, and a pace above it passes quiet rounds
       // on the burst it saved meanwhile, to be refused long after. The
-      // estimate is the limit, give or take the probe step.
-      // Holds make that fuzzy (a small bucket wastes the refill of a long
-      // hold): then the rate admitted while not held bounds it.
+      // estimate is the limit, give or take the probe step. With holds,
+      // what refilled while held is unknown (a small bucket wastes most of
+      // a long hold): the limit lies between the estimate with the held time
+      // and the one without, and their geometric middle bounds the bisection.
       if (this.#savedBurst(est)) {
-        // With holds, what refilled while held is unknown (a small bucket
-        // wastes most of a long hold): the limit lies between the estimate
-        // with the held time and the one without; the middle (geometric)
-        // bounds the bisection.
         this.#hi = Math.min(
           this.#hi,
           Math.max(est * (1 + 2 * CONVERGED), Math.sqrt(est * this.#estimateUnheld)),
         );
         // A round shorter than the burst takes to refill says nothing of a
         // pace above the rate: the refilled burst hides it.
-        this.#burstMs = ((this.#firstAdmits - (est * this.#firstSpanMs) / 1000) * 1000) / est;
+        this.#burstMs = (this.#burstAbove(est) * 1000) / est;
       }
       next = Math.min(ESTIMATE_SHARE * est, pace * (1 - CONVERGED));
       why = `refused at ${fmt(pace)}/s, admitted ${fmt(est)}/s: rate ${fmt(next)}/s`;
@@ -671,14 +672,14 @@ export class RampupController {
   /** The last episode estimate with the held time left out (see `#episodeEstimate`). */
   #estimateUnheld = 0;
 
-  /** Admits before the first refusal (so far, before it). */
-  #phaseAdmitsAtFirst(): number {
-    return this.#phase === "start" ? this.#periodAdmits : this.#firstAdmits;
+  /** How many more the site admitted before its first refusal than `rate` accounts for. */
+  #burstAbove(rate: number): number {
+    return this.#firstAdmits - (rate * this.#firstSpanMs) / 1000;
   }
 
   /** Whether the admits before the first refusal were well above `rate`: a burst the site had saved. */
   #savedBurst(rate: number): boolean {
-    return this.#firstAdmits - (rate * this.#firstSpanMs) / 1000 >= BURST_MIN;
+    return this.#burstAbove(rate) >= BURST_MIN;
   }
 
   #ordinaryStep(now: number, knobs: RampKnobs): string {
@@ -735,7 +736,7 @@ export class RampupController {
       this.#hi = est * WINDOW_HEADROOM;
       this.#windowRate = est;
       // A round shorter than the window says nothing of it.
-      this.#cycleMs = Math.min(period, this.limits.windowMs);
+      this.#windowPeriodMs = Math.min(period, this.limits.windowMs);
       this.rate = this.#clampRate(ESTIMATE_SHARE * est);
       this.#pending.push({
         kind: "rampup",
@@ -809,7 +810,7 @@ export class RampupController {
         MIN_ROUND_MS,
         ROUND_TRIPS * latency,
         ROUND_SENDS * gap,
-        this.#cycleMs,
+        this.#windowPeriodMs,
         this.#burstMs,
       ),
       Math.max(this.limits.windowMs, MIN_ROUND_MS),

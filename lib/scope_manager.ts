@@ -598,8 +598,7 @@ class AnnouncedWindow {
 
   /**
    * Held until `holdEnd` by a refusal within an inferred quota. Late in the
-   * window (more than half the quota sent): the quota is one less than was
-   * sent. Early: the site's window had not reset yet, so this window is too
+   * window (more than half the quota sent): the quota is one less. Early: the site's window had not reset yet, so this window is too
    * short (and any shorter one), and it lengthens back. Either way the next
    * window starts at the hold's end, in step with the site's.
    */
@@ -670,7 +669,7 @@ class AnnouncedWindow {
         this.windowMs = Math.max(
           this.toldWindowMs / 2,
           this.tooShortMs * (1 + INFERRED_STEP / 3),
-          Math.min(w, w * (1 - INFERRED_STEP)),
+          w * (1 - INFERRED_STEP),
         );
       }
       this.left = limit;

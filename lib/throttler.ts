@@ -520,8 +520,8 @@ export class Throttler<R = unknown> {
     const entry = this.#entry(scope);
     const manager = entry.manager;
     const now = this.scheduler.now();
-    const observed = this.noticed;
-    if (observed) {
+    const noticed = this.noticed;
+    if (noticed) {
       this.#emit({
         type: "announced",
         at: now,
@@ -535,9 +535,9 @@ export class Throttler<R = unknown> {
     }
     if (manager.recordAnnounced === undefined) return;
     this.#advance(scope, entry, now);
-    const before = observed ? this.#stateOf(scope, entry).holdUntil : 0;
+    const before = noticed ? this.#stateOf(scope, entry).holdUntil : 0;
     manager.recordAnnounced(now, budget);
-    if (observed) {
+    if (noticed) {
       const until = this.#stateOf(scope, entry).holdUntil;
       if (until > before && until > now) {
         this.#emit({ type: "hold", at: now, scope, until, source: "ratelimit" });
@@ -854,10 +854,8 @@ export class Throttler<R = unknown> {
 
   /** The open count of a scope, listed for the next `take`. */
   #meter(scope: string, entry: ScopeEntry): TrafficCount {
-    let t = entry.traffic;
-    if (t === undefined || t.scope !== scope) {
-      t = entry.traffic = { scope, sent: 0, done: 0, failed: 0, listed: false };
-    }
+    // (An entry back from the pool has none: see #evict.)
+    const t = entry.traffic ??= { scope, sent: 0, done: 0, failed: 0, listed: false };
     if (!t.listed) {
       t.listed = true;
       this.#touched.push(t);
