@@ -62,6 +62,39 @@ async function holdingSite(answered: number, count: number, dir: string) {
   return { urls, held, release };
 }
 
+/**
+ * A crawl of a {@link holdingSite} with a job directory (one page at a time,
+ * `extra` arguments added), killed with SIGKILL once the site holds a
+ * request, then `afterKill`, then the site released and the same command run
+ * again. Returns the URLs and the second run.
+ */
+async function killedAndResumed(
+  dir: string,
+  answered: number,
+  count: number,
+  extra: readonly string[],
+  afterKill: (urls: readonly string[]) => void = () => {},
+) {
+  const { urls, held, release } = await holdingSite(answered, count, dir);
+  const args = [
+    "crawl",
+    join(dir, "urls.txt"),
+    "--jobdir",
+    join(dir, "job"),
+    ...extra,
+    "--set",
+    "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+    "--set",
+    "ROBOTSTXT_OBEY=false",
+    "--quiet",
+  ];
+  const first = await politely(args, { interruptWhen: () => held.length > 0, signal: "SIGKILL" });
+  expect(first.code).toBe(null);
+  afterKill(urls);
+  release();
+  return { urls, second: await politely(args) };
+}
+
 describe("politely crawl --follow", () => {
   it(
     "politely crawl --follow --max-depth fetches exactly the linked pages within depth, once each",
@@ -260,30 +293,10 @@ describe("politely crawl --output across runs", () => {
       // One page at a time; the server holds every request after the 4th
       // unanswered, and the crawl is killed (no chance to flush or clean up).
       const dir = tempDir();
-      const { urls, held, release } = await holdingSite(4, 10, dir);
       const out = join(dir, "out.jsonl");
-      const args = [
-        "crawl",
-        join(dir, "urls.txt"),
-        "--jobdir",
-        join(dir, "job"),
-        "--output",
-        out,
-        "--set",
-        "CONCURRENT_REQUESTS_PER_DOMAIN=1",
-        "--set",
-        "ROBOTSTXT_OBEY=false",
-        "--quiet",
-      ];
-      const first = await politely(args, {
-        interruptWhen: () => held.length > 0,
-        signal: "SIGKILL",
+      const { urls, second } = await killedAndResumed(dir, 4, 10, ["--output", out], (urls) => {
+        expect(readLines(out).map((r) => r.url)).toEqual(urls.slice(0, 4));
       });
-      expect(first.code).toBe(null);
-      const before = readLines(out).map((r) => r.url);
-      expect(before).toEqual(urls.slice(0, 4));
-      release();
-      const second = await politely(args);
       expect(second.code).toBe(0);
       const all = readLines(out).map((r) => r.url);
       expect([...all].sort()).toEqual([...urls].sort());
@@ -344,28 +357,8 @@ describe("politely crawl --warc", () => {
     "politely crawl --warc resumed after SIGKILL appends: every finished page archived once",
     async () => {
       const dir = tempDir();
-      const { urls, held, release } = await holdingSite(3, 6, dir);
       const warc = join(dir, "crawl.warc");
-      const args = [
-        "crawl",
-        join(dir, "urls.txt"),
-        "--jobdir",
-        join(dir, "job"),
-        "--warc",
-        warc,
-        "--set",
-        "CONCURRENT_REQUESTS_PER_DOMAIN=1",
-        "--set",
-        "ROBOTSTXT_OBEY=false",
-        "--quiet",
-      ];
-      const first = await politely(args, {
-        interruptWhen: () => held.length > 0,
-        signal: "SIGKILL",
-      });
-      expect(first.code).toBe(null);
-      release();
-      const second = await politely(args);
+      const { urls, second } = await killedAndResumed(dir, 3, 6, ["--warc", warc]);
       // The killed crawl's lock is taken over, with a warning; nothing else is said.
       expect(second.stderr).toMatch(
         /^politely: warning: Took over the lock of job directory [^\n]*\n$/,

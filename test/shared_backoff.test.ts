@@ -63,6 +63,22 @@ async function sharingPair(settings: ThrottlerSettingsInput = {}) {
 
 const level = <R>(t: Throttler<R>, scope: string) => t.state(scope)?.backoffLevel ?? 0;
 
+/** One real fetch of `url` through `throttler`'s gate, the shared lease of `store` and `backoffOn`. */
+function sharedFetch(store: RedisScopes, throttler: Throttler<string>, url: string) {
+  const get = async (u: string) => {
+    const response = await fetch(u);
+    await response.text();
+    return { status: response.status, headers: response.headers };
+  };
+  return lastValueFrom(
+    from([url]).pipe(
+      throttleByScope(throttler, sharedDownload(store, throttler, get)),
+      backoffOn(throttler),
+      toArray(),
+    ),
+  );
+}
+
 describe("shareBackoff()", () => {
   it("shareBackoff() applies one throttler's backoff and hold to another, once, with no echo", async () => {
     const [a, b, watcher] = await stores(3);
@@ -158,18 +174,7 @@ describe("shareBackoff()", () => {
     });
     onCleanup(() => server.close());
     const { a, b, ta, tb } = await sharingPair({ retry: { enabled: false }, downloadDelayMs: 0 });
-    const get = async (url: string) => {
-      const response = await fetch(url);
-      await response.text();
-      return { status: response.status, headers: response.headers };
-    };
-    const outcomes = await lastValueFrom(
-      from([`${server.origin}/a`]).pipe(
-        throttleByScope(ta, sharedDownload(a, ta, get)),
-        backoffOn(ta),
-        toArray(),
-      ),
-    );
+    const outcomes = await sharedFetch(a, ta, `${server.origin}/a`);
     expect(outcomes[0]).toMatchObject({ kind: "response", response: { status: 429 } });
     const scope = outcomes[0]!.scopes[0]!;
     await until(() => level(tb, scope) >= 1, "b to back off");
@@ -221,18 +226,7 @@ describe("shareBackoff() with sharedDownload()", () => {
           resolve(b!.store.acquire(scopes, scopes.map(() => ({ concurrency: 8, delayMs: 0 }))));
         });
       });
-      const get = async (url: string) => {
-        const response = await fetch(url);
-        await response.text();
-        return { status: response.status, headers: response.headers };
-      };
-      const outcomes = await lastValueFrom(
-        from([`${server.origin}/a`]).pipe(
-          throttleByScope(ta, sharedDownload(a, ta, get)),
-          backoffOn(ta),
-          toArray(),
-        ),
-      );
+      const outcomes = await sharedFetch(a, ta, `${server.origin}/a`);
       expect(outcomes[0]).toMatchObject({ kind: "response", response: { status: 429 } });
       const got = await asked;
       expect(sent).toEqual(["backoff", "release"]);
