@@ -156,10 +156,19 @@ export interface TrafficTake {
   readonly failed: number;
 }
 
+/** Requests in all since the last `take`, each counted once whatever its number of scopes. */
+export interface TrafficTotals {
+  readonly sent: number;
+  readonly done: number;
+  readonly failed: number;
+}
+
 /** Counts of requests per scope (see `Throttler.meterTraffic`). */
 export interface TrafficMeter {
   /** The scopes with requests since the last take, and their counts; empties them. */
   take(): TrafficTake[];
+  /** The requests in all since the last take (a request with two scopes counts once); empties them. */
+  takeTotals(): TrafficTotals;
   /** Stop counting (idempotent). */
   close(): void;
 }
@@ -197,6 +206,8 @@ export class Throttler<R = unknown> {
   #metering = 0;
   /** Counts with requests since the last `take` of a meter. */
   #touched: TrafficCount[] = [];
+  /** Requests in all since the last `takeTotals` of a meter. */
+  #totals = { sent: 0, done: 0, failed: 0 };
   readonly #watchers = new Map<string, Set<(s: ScopeState) => void>>();
   readonly #allWatchers = new Set<(s: ScopeState) => void>();
   readonly #global = new Deque<GateTicket>();
@@ -745,6 +756,10 @@ export class Throttler<R = unknown> {
     const metered = this.#metering > 0;
     const failed = metered && result !== undefined &&
       (result.failed === true || (result.status !== undefined && result.status >= 400));
+    if (metered) {
+      this.#totals.done++;
+      if (failed) this.#totals.failed++;
+    }
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
       const held = slot as ScopeEntry | undefined;
@@ -841,12 +856,18 @@ export class Throttler<R = unknown> {
         }
         return out;
       },
+      takeTotals: () => {
+        const totals = this.#totals;
+        this.#totals = { sent: 0, done: 0, failed: 0 };
+        return totals;
+      },
       close: () => {
         if (!open) return;
         open = false;
         if (--this.#metering === 0) {
           for (const t of this.#touched) t.listed = false;
           this.#touched = [];
+          this.#totals = { sent: 0, done: 0, failed: 0 };
         }
       },
     };
@@ -906,6 +927,7 @@ export class Throttler<R = unknown> {
     const names = ticket.claims.names;
     const amounts = ticket.claims.amounts ?? NO_AMOUNTS;
     this.#active++;
+    if (this.#metering > 0) this.#totals.sent++;
     let entry: ScopeEntry | undefined;
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;

@@ -35,6 +35,8 @@ describe("Throttler.meterTraffic() and notices$", () => {
       { scope: "b.test", sent: 2, done: 2, failed: 1 },
     ]);
     expect(meter.take()).toEqual([]);
+    expect(meter.takeTotals()).toEqual({ sent: 5, done: 5, failed: 2 });
+    expect(meter.takeTotals()).toEqual({ sent: 0, done: 0, failed: 0 });
     meter.close();
     meter.close(); // idempotent
     await lastValueFrom(from(["http://a.test/3"]).pipe(throttleByScope(throttler, download)));
@@ -97,5 +99,21 @@ describe("Throttler.meterTraffic() and notices$", () => {
     expect(rows).toMatchObject({ "a.test": [30, 30, 0], "b.test": [13, 13, 1] });
     // Closed: the meter is closed too.
     expect(throttler.noticed).toBe(false);
+  });
+
+  it("DashboardAggregator counts a request with two scopes once in its totals, once in each scope's row", async () => {
+    const throttler = createThrottler<string>(
+      { retry: { enabled: false }, scopes: { api: { concurrency: 4 } } },
+      { getScopes: (url) => [new URL(url).host, "api"] },
+    );
+    const agg = new DashboardAggregator(throttler, { tickMs: 60_000 });
+    agg.start();
+    const urls = Array.from({ length: 10 }, (_, i) => `http://a.test/${i}`);
+    await lastValueFrom(from(urls).pipe(throttleByScope(throttler, download), toArray()));
+    const snap = agg.tick();
+    agg.close();
+    expect(snap.totals).toMatchObject({ sent: 10, done: 10, errors: 0 });
+    const rows = Object.fromEntries(snap.rows.map((r) => [r.scope, [r.sent, r.done]]));
+    expect(rows).toMatchObject({ "a.test": [10, 10], api: [10, 10] });
   });
 });

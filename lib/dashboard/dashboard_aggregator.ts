@@ -9,7 +9,7 @@ import { interval, type Observable, type SchedulerLike, Subject, type Subscripti
 import { match } from "ts-pattern";
 import type { ThrottleEvent, ThrottleEventType } from "../events.ts";
 import type { ScopeState } from "../scope_manager_protocol.ts";
-import type { TrafficMeter, TrafficTake } from "../throttler.ts";
+import type { TrafficMeter } from "../throttler.ts";
 import { type SeriesColumn, SeriesRing } from "./_series_ring.ts";
 
 /** What the aggregator reads of a throttler (a `Throttler` is one). */
@@ -300,10 +300,7 @@ export class DashboardAggregator {
     if (event.type === "request-delayed" || event.type === "scope-created") return;
     if (event.type === "request-sent") {
       this.#sent++;
-      for (const s of event.scopes) {
-        const t = this.#track(s);
-        if (t !== undefined) t.tickSent++;
-      }
+      for (const s of event.scopes) this.#countScope(s, 1, 0, 0);
       return;
     }
     if (event.type === "request-done") {
@@ -311,12 +308,7 @@ export class DashboardAggregator {
       const failed = event.error !== undefined ||
         (event.status !== undefined && event.status >= 400);
       if (failed) this.#errors++;
-      for (const s of event.scopes) {
-        const t = this.#track(s);
-        if (t === undefined) continue;
-        t.tickDone++;
-        if (failed) t.tickErrors++;
-      }
+      for (const s of event.scopes) this.#countScope(s, 0, 1, failed ? 1 : 0);
       return;
     }
     match(event)
@@ -378,7 +370,7 @@ export class DashboardAggregator {
 
   /** Take one point per tracked scope, drop the least active beyond `maxScopes`, emit a snapshot. */
   tick(): DashboardSnapshot {
-    if (this.#meter !== undefined) this.#countTraffic(this.#meter.take());
+    if (this.#meter !== undefined) this.#countTraffic(this.#meter);
     const now = this.#source.scheduler.now();
     const slot = this.#ticks % this.historyPoints;
     this.#ticks++;
@@ -518,17 +510,21 @@ export class DashboardAggregator {
   }
 
   /** Requests a meter counted since the last tick, as the request events would have counted them. */
-  #countTraffic(takes: readonly TrafficTake[]): void {
-    for (const c of takes) {
-      this.#sent += c.sent;
-      this.#done += c.done;
-      this.#errors += c.failed;
-      const t = this.#track(c.scope);
-      if (t === undefined) continue;
-      t.tickSent += c.sent;
-      t.tickDone += c.done;
-      t.tickErrors += c.failed;
-    }
+  #countTraffic(meter: TrafficMeter): void {
+    const totals = meter.takeTotals();
+    this.#sent += totals.sent;
+    this.#done += totals.done;
+    this.#errors += totals.failed;
+    for (const c of meter.take()) this.#countScope(c.scope, c.sent, c.done, c.failed);
+  }
+
+  /** Requests of one scope in this tick (untracked when there is no room: the totals have them). */
+  #countScope(scope: string, sent: number, done: number, failed: number): void {
+    const t = this.#track(scope);
+    if (t === undefined) return;
+    t.tickSent += sent;
+    t.tickDone += done;
+    t.tickErrors += failed;
   }
 
   /** The tracked entry of a scope, made when there is room; `undefined` when there is none. */
