@@ -14,6 +14,7 @@ import {
 import { requestUrl } from "./request.ts";
 import { hasCredentials, withoutCredentials } from "./_url_credentials.ts";
 import { DEFAULTS } from "./settings.ts";
+import { fetchNotingWire } from "./_wire_notice.ts";
 import type { DownloadContext } from "../operators/throttle_by_scope.ts";
 
 /** A response as the fetch download gives it: plain data, easy to log as JSON. */
@@ -147,7 +148,10 @@ export function createFetchDownload(
     const init = requestInit(request, userAgent, signal);
     let phase: "request" | "body" = "request";
     try {
-      const response = await doFetch(url, init);
+      const response = await (context.wentOut === undefined
+        ? doFetch(url, init)
+        : fetchNotingWire(doFetch, url, init, () =>
+          context.wentOut!()));
       phase = "body";
       const warn = (bytes: number, announced: boolean) =>
         onSizeWarning?.({ url, bytes, announced, warnSizeBytes: warnSize });

@@ -189,6 +189,14 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     return wait > 0 ? wait : 0;
   }
 
+  recordWentOut(sentAt: number, lateMs: number): void {
+    // Nothing to move once the spacing has passed (or with no delay). A
+    // request later than the delay may move a later send's spacing too: slower, never faster.
+    if (this.#nextSendAt > sentAt) this.#nextSendAt += lateMs;
+    const ann = this.#x?.ann;
+    if (ann !== undefined && ann.lastSentAt === sentAt) ann.lastSentAt += lateMs;
+  }
+
   recordSent(now: number, amount?: number): void {
     this.#active++;
     this.#lastActivity = now;

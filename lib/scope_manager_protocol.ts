@@ -155,6 +155,12 @@ export interface ThrottlingScopeManagerProtocol {
    * managers that do not adapt leave it out).
    */
   adoptDelay?(now: number, delayMs: number, why: string): void;
+  /**
+   * The request recorded as sent at `sentAt` reached the network `lateMs`
+   * later than requests usually do: space the next send from then (optional:
+   * managers without it space from `sentAt`).
+   */
+  recordWentOut?(sentAt: number, lateMs: number): void;
   /** Replace the configured delay (e.g. from robots.txt Crawl-delay). */
   setBaseDelay(delayMs: number, options?: BaseDelayOptions): void;
   /** Replace the concurrency limit. */

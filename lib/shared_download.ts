@@ -423,6 +423,8 @@ export function sharedDownload<R, T>(
             attempt: context.attempt,
             scopes: names,
             lease: lease!,
+            // The local scopes' spacing (the shared one is timed in Redis).
+            ...(context.wentOut !== undefined ? { wentOut: () => context.wentOut!() } : {}),
           };
           input = from(download(request, shared));
         } catch (error) {

@@ -30,6 +30,15 @@ export interface DownloadContext {
   readonly attempt: number;
   /** The scopes the request is counted against. */
   readonly scopes: readonly string[];
+  /**
+   * Tell the gate the request has reached the network now (its headers are
+   * written). Optional: when a request goes out later than requests usually
+   * do (a busy event loop, a connection to set up), the gate spaces its
+   * scopes' next request from then, so the site never sees two requests
+   * closer than the delay. `createFetchDownload` calls it under Node's fetch.
+   * Absent when a download is called outside the gate.
+   */
+  readonly wentOut?: () => void;
 }
 
 /** Downloads one request: a Promise, or any ObservableInput whose first value is the response. */
@@ -100,6 +109,15 @@ class Gate<R, T> {
   head: Flight<R, T> | undefined;
   readonly timers = new Set<Subscription>();
   readonly resubmit: Resubmit;
+  /**
+   * How long after its release a request usually reaches the network: a
+   * running minimum that creeps up 2% of the way to each later reading, so it
+   * follows a machine that got slower. It starts at 0, so the first requests
+   * count all their lateness (the first one, with cold code, is the latest).
+   * A request later than this moves its scopes' next send back by the
+   * difference (`Flight.wentOut`).
+   */
+  wireMs = 0;
 
   constructor(
     throttler: Throttler<R>,
@@ -268,6 +286,8 @@ class Flight<R, T> implements DownloadContext {
   /** The throttler's token for `release`. */
   readonly slot: object | undefined;
   settled = false;
+  /** `wentOut` was called (it counts once). */
+  wired = false;
   sentAt = 0;
   controller: AbortController | undefined;
   inner: Subscription | undefined;
@@ -292,6 +312,24 @@ class Flight<R, T> implements DownloadContext {
   get signal(): AbortSignal {
     // Created on first use: most downloads in a hot loop never read it.
     return (this.controller ??= new AbortController()).signal;
+  }
+
+  wentOut(): void {
+    if (this.settled || this.wired) return;
+    this.wired = true;
+    const gate = this.gate;
+    const throttler = gate.throttler;
+    const late = throttler.scheduler.now() - this.sentAt;
+    const usual = gate.wireMs;
+    if (!(late > usual)) {
+      gate.wireMs = late > 0 ? late : 0;
+      return;
+    }
+    gate.wireMs = usual + (late - usual) * 0.02;
+    const names = this.scopes;
+    for (let i = 0; i < names.length; i++) {
+      throttler.peekManager(names[i]!)?.recordWentOut?.(this.sentAt, late - usual);
+    }
   }
 
   start(sentAt: number): void {

@@ -157,3 +157,40 @@ describe("createFetchDownload() and credentials in URLs", () => {
     expect(server.arrivals).toEqual([]);
   });
 });
+
+describe("createFetchDownload() and the time a request goes out", () => {
+  // Node's fetch (undici) tells when it writes a request's headers; Deno's
+  // and Bun's tell nothing, and the gate spaces from the release time there.
+  const tells = !("Deno" in globalThis) && !("Bun" in globalThis);
+
+  it("createFetchDownload() calls DownloadContext.wentOut once per download, before the answer, a redirect's request not counted (Node)", async () => {
+    server = await startRecordingServer((req, res) => {
+      if (req.url === "/from") {
+        res.writeHead(302, { location: "/to" });
+        res.end();
+        return;
+      }
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.end("ok");
+    });
+    const download = createFetchDownload();
+    const seen: string[] = [];
+    for (const path of ["/plain", "/from"]) {
+      const calls: string[] = [];
+      const response = download(server.origin + path, {
+        signal: new AbortController().signal,
+        attempt: 1,
+        scopes: [],
+        wentOut: () => calls.push(`went out ${path}`),
+      }).then((r) => calls.push(`answered ${new URL(r.url).pathname} ${r.status}`));
+      await response;
+      seen.push(...calls);
+    }
+    expect(server.arrivals.map((a) => a.path)).toEqual(["/plain", "/from", "/to"]);
+    expect(seen).toEqual(
+      tells
+        ? ["went out /plain", "answered /plain 200", "went out /from", "answered /to 200"]
+        : ["answered /plain 200", "answered /to 200"],
+    );
+  });
+});

@@ -452,6 +452,43 @@ function sendGreedily(m: ThrottlingScopeManager, from: number, to: number): numb
   return sends.filter((at) => at < to);
 }
 
+describe("ThrottlingScopeManager.recordWentOut() (spacing from the wire)", () => {
+  it("ThrottlingScopeManager.recordWentOut() moves the next send back by the lateness, only while a spacing from that send is pending", () => {
+    // [delayMs, sent at, went out late by (reported at sent + 10), canSend at 100]
+    const table: [number, number, number, number][] = [
+      [100, 0, 5, 5], // the next send is 100 ms after it went out
+      [100, 0, 0, 0],
+      [0, 0, 5, 0], // no delay: nothing to space
+      [100, 0, 250, 250], // later than the delay: 100 ms after it went out all the same
+    ];
+    for (const [delayMs, sentAt, late, wait] of table) {
+      const m = manager({ delayMs, jitter: 0, concurrency: 4 });
+      m.recordSent(sentAt);
+      m.recordWentOut(sentAt, late);
+      expect({ delayMs, late, wait: m.canSend(100) }).toEqual({ delayMs, late, wait });
+    }
+    // A report that comes after a later send moves that send's spacing:
+    // slower, never faster (a report comes within ms of its send, under a
+    // delay the later send is rare).
+    const m = manager({ delayMs: 100, jitter: 0, concurrency: 4 });
+    m.recordSent(0);
+    m.recordSent(200);
+    m.recordWentOut(0, 5);
+    expect(m.canSend(300)).toBe(5);
+  });
+
+  it("ThrottlingScopeManager.recordWentOut() moves an announced budget's pace too", () => {
+    const m = manager({ delayMs: 0, concurrency: 4 });
+    // 10 left over 10 s: spread over the time to the reset.
+    m.recordAnnounced(0, { remaining: 10, resetInMs: 10_000, limit: 10 });
+    m.recordSent(0);
+    const paced = m.canSend(0);
+    expect(paced).toBeGreaterThan(0);
+    m.recordWentOut(0, 7);
+    expect(m.canSend(0)).toBe(paced + 7);
+  });
+});
+
 describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit headers)", () => {
   it("ThrottlingScopeManager.recordAnnounced() holds until the reset on remaining 0, without a backoff step", () => {
     // [budget, canSend at 1000 after the announcement at 0]

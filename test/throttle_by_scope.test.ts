@@ -80,6 +80,67 @@ describe("throttleByScope()", () => {
     expect([throttler.active, throttler.held]).toEqual([0, 0]);
   });
 
+  it("throttleByScope() spaces a scope's next send from when a late request went out (DownloadContext.wentOut)", () => {
+    const { scheduler, throttler } = setup({
+      scopes: { "a.test": { delayMs: 100, jitter: 0 } },
+      adaptive: false,
+    });
+    // How long after its release each request reaches the network. The
+    // usual lateness starts at 0 and follows the smallest reading.
+    const late = [5, 0, 0, 3, 0];
+    let n = 0;
+    const download = (_url: Req, ctx: DownloadContext) =>
+      new Observable<number>((sub) => {
+        const i = n++;
+        const wire = scheduler.schedule(() => ctx.wentOut?.(), late[i]);
+        const answer = scheduler.schedule(() => {
+          sub.next(200);
+          sub.complete();
+        }, 50);
+        return () => {
+          wire.unsubscribe();
+          answer.unsubscribe();
+        };
+      });
+    const out = collect(
+      throttler,
+      from(urls("a.test", 5)).pipe(throttleByScope(throttler, download)),
+    );
+    scheduler.flush();
+    // 0 +5 late → 105; 105 → 205 (on time); 205 → 305; 305 +3 late → 408.
+    expect(out.values.map((v) => v.value.sentAt)).toEqual([0, 105, 205, 305, 408]);
+  });
+
+  it("throttleByScope() counts DownloadContext.wentOut once, and not after the outcome", () => {
+    const { scheduler, throttler } = setup({
+      scopes: { "a.test": { delayMs: 100, jitter: 0 } },
+      adaptive: false,
+    });
+    let n = 0;
+    const download = (_url: Req, ctx: DownloadContext) =>
+      new Observable<number>((sub) => {
+        const first = n++ === 0;
+        // The first: two reports at 5 (one counts). The second: its answer at
+        // 10, its report at 20 (ignored).
+        const at = first ? [5, 5] : [20];
+        const wires = at.map((t) => scheduler.schedule(() => ctx.wentOut?.(), t));
+        const answer = scheduler.schedule(() => {
+          sub.next(200);
+          sub.complete();
+        }, first ? 50 : 10);
+        return () => {
+          for (const w of wires) w.unsubscribe();
+          answer.unsubscribe();
+        };
+      });
+    const out = collect(
+      throttler,
+      from(urls("a.test", 3)).pipe(throttleByScope(throttler, download)),
+    );
+    scheduler.flush();
+    expect(out.values.map((v) => v.value.sentAt)).toEqual([0, 105, 205]);
+  });
+
   it("throttleByScope() never has more requests in flight than the global cap", () => {
     const { scheduler, throttler, rec, events } = setup({
       concurrentRequests: 5,
