@@ -413,7 +413,7 @@ export class RampupController {
       } else if (f <= this.#capLimit && this.#capLimit !== Infinity) {
         // Refused again under a supposed cap: the scope has pressed on the
         // site for a round trip, so what the site served says where it is.
-        this.#capLimit = this.#capBelow(now, f);
+        this.#capLimit = this.#capBelow(now, f, sentAt);
         this.#cut(now, false);
         this.#apply(knobs);
         this.#oneUntilAdmit(knobs);
@@ -584,9 +584,26 @@ export class RampupController {
    * count in `f` but hold no slot at the site, so `f - 1` alone can be far
    * too high.
    */
-  #capBelow(now: number, f: number): number {
-    const served = this.#servedAtOnce(now);
+  #capBelow(now: number, f: number, sentAt: number): number {
+    const served = Math.max(this.#servedAtOnce(now), this.#servedAt(sentAt));
     return served >= 1 ? Math.min(f - 1, served) : f - 1;
+  }
+
+  /**
+   * How many the site was serving when the refused send at `sentAt` came:
+   * the admitted requests that were in flight then, and the ones sent before
+   * it still out (as if admitted). A site with a cap refuses at the cap, so
+   * this is the cap; `#servedAtOnce` alone misses the long requests still
+   * out, and when latencies vary much they are the most.
+   */
+  #servedAt(sentAt: number): number {
+    let n = this.#sends.pendingBefore(sentAt);
+    const count = Math.min(this.#admitCount, RING);
+    for (let k = 1; k <= count; k++) {
+      const i = (this.#admitCount - k) % RING;
+      if (this.#admitStarts[i]! < sentAt && this.#admitTimes[i]! > sentAt) n++;
+    }
+    return n;
   }
 
   /**

@@ -18,10 +18,15 @@ const SAME_INSTANT_MS = 1e-3;
 /** In-flight counts are kept up to this. */
 export const MAX_IN_FLIGHT = 255;
 
+/** In-flight counts above this are one for {@link SendLog.admitted}. */
+const ADMIT_F = 32;
+
 /** A ring of (send time, in flight) pairs. */
 export class SendLog {
   readonly #at: Float64Array;
   readonly #inFlight: Uint8Array;
+  /** Per in-flight count, the earliest admitted send with it (Infinity: none). */
+  #firstAdmit: Float64Array | undefined;
   /** Sends logged so far (the ring keeps the last `capacity`). */
   count = 0;
 
@@ -65,6 +70,37 @@ export class SendLog {
     const f = this.#inFlight[best]!;
     this.#inFlight[best] = 0;
     return f;
+  }
+
+  /** The send at `sentAt`, with `inFlight` in flight, was admitted. */
+  admitted(sentAt: number, inFlight: number): void {
+    const first = this.#firstAdmit ??= new Float64Array(ADMIT_F + 1).fill(Infinity);
+    const k = Math.min(inFlight, ADMIT_F);
+    if (sentAt < first[k]!) first[k] = sentAt;
+  }
+
+  /**
+   * The most in flight that an admitted send had, of the sends up to `sentAt`
+   * (0: none). Later sends may have counted a refusal still on its way in
+   * their in-flight count, and a refusal holds no slot at the site: for the
+   * refusal of the send at `sentAt`, only the sends before it tell what the
+   * site served at once.
+   */
+  admittedBefore(sentAt: number): number {
+    const first = this.#firstAdmit;
+    if (first === undefined) return 0;
+    for (let k = ADMIT_F; k >= 1; k--) if (first[k]! <= sentAt + SAME_INSTANT_MS) return k;
+    return 0;
+  }
+
+  /** Sends before `sentAt` (by more than an instant) whose answer has not been taken. */
+  pendingBefore(sentAt: number): number {
+    let n = 0;
+    this.#back((at, f) => {
+      if (at < sentAt - SAME_INSTANT_MS && f !== 0) n++;
+      return true;
+    });
+    return n;
   }
 
   /** Sends at or after `from`. */

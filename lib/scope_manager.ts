@@ -120,6 +120,17 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     if (config.rampup !== undefined) this.enableRampup(config.rampup);
   }
 
+  /**
+   * The most in flight an admitted send had, before the refused one sent at
+   * `sentAt` (all of them when unknown); the first send, admitted before the
+   * log was made, counts as one.
+   */
+  #admittedBefore(sentAt: number | undefined): number {
+    const sends = this.#sends;
+    if (sends === undefined || sentAt === undefined) return this.#admittedUpTo;
+    return Math.max(sends.admittedBefore(sentAt), Math.min(this.#admittedUpTo, 1));
+  }
+
   #more(): ScopeExtra {
     return this.#x ??= new ScopeExtra(this.config.delayMs);
   }
@@ -253,7 +264,9 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#lastActivity = now;
     if (this.#x?.ramp === undefined && admitted(result, this.config.backoff.httpCodes)) {
       this.#admits++;
-      const f = this.#sends?.take(result.sentAt ?? now - result.latencyMs, false) ?? 1;
+      const sentAt = result.sentAt ?? now - result.latencyMs;
+      const f = this.#sends?.take(sentAt, false) ?? 1;
+      this.#sends?.admitted(sentAt, f);
       if (f > this.#admittedUpTo) this.#admittedUpTo = f;
       // One more per admitted answer, at most doubling per round (a few round
       // trips, at least MIN_ROUND_MS), as rampup's slow start does: growing
@@ -294,7 +307,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         DEFAULT_RAMPUP,
         this.#rampLimits("adaptive", Math.max(x.baseDelayMs, x.floorMs)),
         {
-          admittedUpTo: this.#admittedUpTo,
+          admittedUpTo: this.#admittedBefore(signal.sentAt),
           admits: this.#admits,
           firstSentAt: this.#firstSentAt,
           sends: this.#sends,

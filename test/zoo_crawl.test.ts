@@ -95,6 +95,25 @@ describe("createZooLimiter()", () => {
       })
     )
       .toThrow(/'limiter\.quota'/);
+    expect(() =>
+      createZooLimiter({
+        name: "b",
+        limiter: { shape: "none" },
+        latencyMs: 1,
+        latencyJitter: 1.5,
+      })
+    )
+      .toThrow(/'latencyJitter' must be a number from 0 to 1: current value is 1.5/);
+  });
+
+  it("createZooLimiter() with latencyJitter draws each latency within latencyMs * (1 ± jitter)", () => {
+    let u = 0;
+    const draws = [0, 0.5, 0.999];
+    const l = createZooLimiter(
+      { name: "j", limiter: { shape: "none" }, latencyMs: 100, latencyJitter: 0.5 },
+      { random: () => draws[u++]! },
+    );
+    expect(draws.map(() => Math.round(l.arrive(0).latencyMs))).toEqual([50, 100, 150]);
   });
 
   it("idealMs() is what a client that knows the limit needs", () => {
@@ -283,6 +302,35 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
     },
     true,
     0.95,
+    0.05,
+  ],
+  [
+    {
+      // Latencies 75-225 ms: requests sent after a refusal (still on its way
+      // back) count it in flight, though it holds no slot at the site, and
+      // are admitted "above" the cap.
+      name: "conc 4, 150 ms ± 50%",
+      limiter: { shape: "concurrency", maxConcurrency: 4 },
+      latencyMs: 150,
+      latencyJitter: 0.5,
+      status: 503,
+    },
+    false,
+    0.9,
+    0.05,
+  ],
+  [
+    {
+      // A refusal under the supposed cap: what the site was serving when it
+      // came counts the long requests still out.
+      name: "conc 6, 250 ms ± 50%",
+      limiter: { shape: "concurrency", maxConcurrency: 6 },
+      latencyMs: 250,
+      latencyJitter: 0.5,
+      status: 503,
+    },
+    false,
+    0.9,
     0.05,
   ],
   [

@@ -23,6 +23,7 @@ import {
   type TokenBucketState,
   tokenBucketTake,
 } from "../demo/_limiters.ts";
+import { seededRandom } from "./zoo_random.ts";
 
 /** What a site limits. */
 export type LimiterSpec =
@@ -54,6 +55,12 @@ export interface ZooSiteSpec {
   readonly limiter: LimiterSpec;
   /** Time from arrival to the answer of an admitted request (queueing of `load-shed` comes on top). */
   readonly latencyMs: number;
+  /**
+   * How much the latency of each answer varies: a latency drawn uniformly
+   * from `latencyMs * (1 ± latencyJitter)` (refusals and a backend's queue
+   * too). Drawn from `ZooLimiterOptions.random`. @default 0
+   */
+  readonly latencyJitter?: number;
   /** Time from arrival to a refusal. @default latencyMs */
   readonly rejectLatencyMs?: number;
   /** The status of a refusal. @default 429 */
@@ -92,6 +99,8 @@ export interface ZooLimiterOptions {
    * @default ZOO_EPOCH_MS
    */
   readonly epochMs?: number;
+  /** Uniform in [0, 1): draws the latencies of a site with `latencyJitter`. @default a fixed seed */
+  readonly random?: () => number;
 }
 
 /** One site's limiter with its state. */
@@ -138,6 +147,8 @@ export function validateZooSpec(spec: ZooSiteSpec): void {
   if (!(spec.latencyMs >= 0) || !Number.isFinite(spec.latencyMs)) {
     throw invalid("latencyMs", "a finite number >= 0", spec.latencyMs);
   }
+  const j = spec.latencyJitter ?? 0;
+  if (!(j >= 0 && j <= 1)) throw invalid("latencyJitter", "a number from 0 to 1", j);
   switch (l.shape) {
     case "token-bucket":
       positive("limiter.ratePerSec", l.ratePerSec);
@@ -167,7 +178,7 @@ export function validateZooSpec(spec: ZooSiteSpec): void {
 }
 
 /** The limiter's verdict function and its private state. */
-function verdictOf(spec: ZooSiteSpec): (now: number) => Verdict {
+function verdictOf(spec: ZooSiteSpec): (now: number, latencyMs: number) => Verdict {
   const l = spec.limiter;
   switch (l.shape) {
     case "token-bucket": {
@@ -236,7 +247,7 @@ function verdictOf(spec: ZooSiteSpec): (now: number) => Verdict {
       // When each worker is next free; a request starts on the earliest one.
       const freeAt: number[] = Array.from({ length: l.workers }, () => 0);
       const starts: number[] = [];
-      return (now) => {
+      return (now, latencyMs) => {
         while (starts.length > 0 && starts[0]! <= now) starts.shift();
         if (starts.length >= l.maxQueue && Math.min(...freeAt) > now) {
           return { allowed: false, waitMs: Math.min(...freeAt) - now };
@@ -244,7 +255,7 @@ function verdictOf(spec: ZooSiteSpec): (now: number) => Verdict {
         let i = 0;
         for (let k = 1; k < freeAt.length; k++) if (freeAt[k]! < freeAt[i]!) i = k;
         const start = Math.max(now, freeAt[i]!);
-        freeAt[i] = start + spec.latencyMs;
+        freeAt[i] = start + latencyMs;
         if (start > now) {
           // Kept sorted: starts only grow for a FIFO queue.
           starts.push(start);
@@ -321,10 +332,14 @@ export function createZooLimiter(
   const verdict = verdictOf(spec);
   const status = spec.status ?? 429;
   const retryAfter = spec.retryAfter ?? "none";
-  const rejectLatencyMs = spec.rejectLatencyMs ?? spec.latencyMs;
+  const jitter = spec.latencyJitter ?? 0;
+  const random = options.random ?? seededRandom(1);
+  // Each answer's latency, drawn around the site's.
+  const vary = (ms: number) => jitter > 0 ? ms * (1 - jitter + 2 * jitter * random()) : ms;
   return {
     arrive(now) {
-      const v = verdict(now);
+      const latencyMs = vary(spec.latencyMs);
+      const v = verdict(now, latencyMs);
       const headers = announced(spec, v, now, epochMs);
       if (retryAfter === "date") {
         headers["date"] = new Date(epochMs + now).toUTCString();
@@ -336,7 +351,7 @@ export function createZooLimiter(
         return {
           status: 200,
           headers,
-          latencyMs: spec.latencyMs + (v.queueMs ?? 0),
+          latencyMs: latencyMs + (v.queueMs ?? 0),
           release: v.release,
           ...budget,
         };
@@ -345,6 +360,9 @@ export function createZooLimiter(
       if (retryAfter === "date") {
         headers["retry-after"] = retryAfterDate(epochMs + now, v.waitMs);
       }
+      const rejectLatencyMs = spec.rejectLatencyMs === undefined
+        ? latencyMs
+        : vary(spec.rejectLatencyMs);
       return { status, headers, latencyMs: rejectLatencyMs, release: undefined, ...budget };
     },
   };

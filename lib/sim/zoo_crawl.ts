@@ -84,11 +84,10 @@ export function runZooCrawl(options: ZooCrawlOptions): ZooCrawlResult {
   const scheduler = new VirtualTimeScheduler(undefined, options.limitMs ?? 3_600_000);
   const jitter = options.outboundJitterMs ?? 0;
   const noise = seededRandom((options.seed ?? 1) + 7919);
-  const site = createZooSite(
-    options.site,
-    scheduler,
-    jitter > 0 ? { outboundMs: () => noise() ** 4 * jitter } : {},
-  );
+  const site = createZooSite(options.site, scheduler, {
+    random: seededRandom((options.seed ?? 1) + 104_729),
+    ...(jitter > 0 ? { outboundMs: () => noise() ** 4 * jitter } : {}),
+  });
   const throttler = createThrottler(options.settings ?? {}, {
     scheduler,
     random: seededRandom(options.seed ?? 1),

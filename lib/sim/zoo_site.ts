@@ -27,6 +27,8 @@ export interface ZooSiteOptions {
    * are not the gaps the client sent). None when absent.
    */
   readonly outboundMs?: () => number;
+  /** Draws the latencies of a site with `latencyJitter`. @default a fixed seed */
+  readonly random?: () => number;
 }
 
 /**
@@ -43,7 +45,7 @@ export function createZooSite(
   scheduler: SchedulerLike,
   options: ZooSiteOptions = {},
 ): ZooSite {
-  const limiter = createZooLimiter(spec);
+  const limiter = createZooLimiter(spec, options.random ? { random: options.random } : {});
   const outbound = options.outboundMs;
   const recorder = createStatsRecorder();
   function download(
