@@ -56,14 +56,20 @@ export interface CrawlOptions<R, T> {
  * ```ts
  * import { createThrottler } from "./throttler.ts";
  * import { RequestQueue } from "./request_queue.ts";
+ * import { extractLinks } from "./html_links.ts";
  * import { crawl } from "./crawl.ts";
+ * // A site of two pages; a real crawl downloads them (createFetchDownload).
+ * const site: Record<string, string> = {
+ *   "https://example.com/": '<a href="/about">About</a>',
+ *   "https://example.com/about": "<p>About us</p>",
+ * };
  * const throttler = createThrottler({ downloadDelayMs: 100 });
  * const queue = new RequestQueue<string>({ view: throttler, start: ["https://example.com/"] });
  * crawl({
  *   throttler,
  *   queue,
- *   download: (url, { signal }) => fetch(url, { signal }).then((r) => r.text()),
- *   discover: (o) => o.kind === "response" ? links(o.response, o.request) : [],
+ *   download: async (url) => site[url] ?? "",
+ *   discover: (o) => o.kind === "response" ? extractLinks(o.response, o.request).links : [],
  * }).subscribe((o) => console.log(o.kind, o.request));
  * ```
  */

@@ -284,12 +284,17 @@ const ORDERS: readonly string[] = ["throttling-aware", "downloader-aware", "prio
  *
  * @example Crawl through the queue
  * ```ts
+ * import { mergeMap } from "rxjs";
+ * import { RequestQueue } from "./request_queue.ts";
+ * // A site of two pages; a real crawl downloads and parses here.
+ * const linksOf: Record<string, string[]> = { "https://a.example/": ["https://a.example/b"] };
  * const queue = new RequestQueue<string>({ start: ["https://a.example/"] });
+ * const crawled: string[] = [];
  * queue.requests$.pipe(mergeMap(async (url) => {
- *   const links = await fetchLinks(url);
- *   for (const l of links) queue.enqueue(l);
+ *   crawled.push(url);
+ *   for (const link of linksOf[url] ?? []) queue.enqueue(link);
  *   queue.markDone(url);
- * })).subscribe();
+ * })).subscribe({ complete: () => console.assert(crawled.length === 2) });
  * ```
  */
 export class RequestQueue<R> {

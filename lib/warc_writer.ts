@@ -158,10 +158,15 @@ export class WarcWriteError extends Error {
  *
  * @example Archive one exchange
  * ```ts
- * const warc = await openWarcWriter("crawl.warc.gz");
- * const response = await fetch("https://example.com/");
+ * import { mkdtempSync } from "node:fs";
+ * import { tmpdir } from "node:os";
+ * import { join } from "node:path";
+ * import { openWarcWriter } from "./warc_writer.ts";
+ * const warc = await openWarcWriter(join(mkdtempSync(join(tmpdir(), "warc-")), "crawl.warc.gz"));
+ * // A response as `fetch` gives it.
+ * const response = new Response("<p>hello</p>", { headers: { "content-type": "text/html" } });
  * await warc.write({
- *   url: response.url,
+ *   url: "https://example.com/",
  *   method: "GET",
  *   requestHeaders: { "User-Agent": "politely" },
  *   status: response.status,

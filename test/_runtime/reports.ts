@@ -26,6 +26,8 @@ export const REPORTS: Readonly<Record<string, Report>> = {
   "test:node": { file: `${REPORT_DIR}/vitest.json`, kind: "vitest-json" },
   "test:bun": { file: `${REPORT_DIR}/bun.xml`, kind: "junit" },
   "test:deno": { file: `${REPORT_DIR}/deno.xml`, kind: "junit" },
+  // The @example blocks of lib/ and operators/, type-checked and run.
+  "test:doc": { file: `${REPORT_DIR}/doc.xml`, kind: "junit" },
   "test:examples": { file: `${REPORT_DIR}/examples.json`, kind: "counts-json" },
 };
 
