@@ -1,6 +1,6 @@
 /**
  * Adaptive limits on sites they were not tuned on, in virtual time: for each
- * seed, the 15 zoo sites `generateZooSites` draws (every shape, random
+ * seed, the 16 zoo sites `generateZooSites` draws (every shape, random
  * parameters), 200 pages each, with the defaults and with rampup. Prints one
  * row per seed and mode (median and lowest efficiency, mean refused share,
  * sites that miss the issue's targets: efficiency 0.8 with the defaults, 0.9

@@ -33,6 +33,34 @@ describe("createZooLimiter()", () => {
     }
   });
 
+  it("createZooLimiter() with a leaky queue delays early requests to their turn and refuses past the queue", () => {
+    // 10/s, two may wait: turns at 0, 100, 200, 300, ...
+    const l = createZooLimiter({
+      name: "q",
+      limiter: { shape: "leaky-queue", ratePerSec: 10, burst: 2 },
+      latencyMs: 10,
+      status: 503,
+    });
+    // [arrival, status, latency (the wait for its turn, then 10 ms)]
+    const table: [number, number, number][] = [
+      [0, 200, 10],
+      [0, 200, 110],
+      [0, 200, 210],
+      [0, 503, 10], // its turn would be at 300: three waiting
+      [150, 200, 160], // its turn at 300
+      [250, 200, 160], // at 400
+      [260, 503, 10], // at 500: three waiting
+    ];
+    for (const [at, status, latency] of table) {
+      const d = l.arrive(at);
+      expect({ at, status: d.status, latency: Math.round(d.latencyMs) }).toEqual({
+        at,
+        status,
+        latency,
+      });
+    }
+  });
+
   it("createZooLimiter() caps concurrency until a slot is released, and queues then sheds under load", () => {
     const cap = createZooLimiter({
       name: "c",
@@ -122,6 +150,7 @@ describe("createZooLimiter()", () => {
       [{ shape: "token-bucket", ratePerSec: 10, burst: 3 }, (197 / 10) * 1000 + L],
       [{ shape: "fixed-window", quota: 20, windowMs: 2000 }, 9 * 2000 + L],
       [{ shape: "concurrency", maxConcurrency: 4 }, 50 * L],
+      [{ shape: "leaky-queue", ratePerSec: 10, burst: 5 }, (199 / 10) * 1000 + L],
     ];
     for (const [limiter, ms] of cases) {
       expect(idealMs({ name: "i", limiter, latencyMs: L }, 200)).toBeCloseTo(ms, 6);
@@ -331,6 +360,19 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
     },
     false,
     0.9,
+    0.05,
+  ],
+  [
+    {
+      // nginx's limit_req: early requests wait their turn, a full queue refuses.
+      name: "leaky queue 20/s, 10 queued, 50 ms ± 50%",
+      limiter: { shape: "leaky-queue", ratePerSec: 20, burst: 10 },
+      latencyMs: 50,
+      latencyJitter: 0.5,
+      status: 503,
+    },
+    false,
+    0.95,
     0.05,
   ],
   [

@@ -33,6 +33,13 @@ export type LimiterSpec =
   | { readonly shape: "fixed-window"; readonly quota: number; readonly windowMs: number }
   /** At most `quota` requests in any span of `windowMs` (a sliding log). */
   | { readonly shape: "sliding-window"; readonly quota: number; readonly windowMs: number }
+  /**
+   * nginx's `limit_req` without `nodelay`: requests go out at `ratePerSec`,
+   * one every `1 / ratePerSec`; a request that comes early waits its turn
+   * (its answer is late by the wait) unless `burst` are already waiting,
+   * then it is refused.
+   */
+  | { readonly shape: "leaky-queue"; readonly ratePerSec: number; readonly burst: number }
   /** At most `maxConcurrency` requests served at once. */
   | { readonly shape: "concurrency"; readonly maxConcurrency: number }
   /**
@@ -156,6 +163,12 @@ export function validateZooSpec(spec: ZooSiteSpec): void {
         throw invalid("limiter.burst", "a finite number >= 1", l.burst);
       }
       return;
+    case "leaky-queue":
+      positive("limiter.ratePerSec", l.ratePerSec);
+      if (!(l.burst >= 0) || !Number.isInteger(l.burst)) {
+        throw invalid("limiter.burst", "an integer >= 0", l.burst);
+      }
+      return;
     case "fixed-window":
     case "sliding-window":
       count("limiter.quota", l.quota);
@@ -228,6 +241,20 @@ function verdictOf(spec: ZooSiteSpec): (now: number, latencyMs: number) => Verdi
           remaining: l.quota - log.length,
           resetInMs,
         };
+      };
+    }
+    case "leaky-queue": {
+      const gap = 1000 / l.ratePerSec;
+      // When the last admitted request goes out (is served).
+      let last = -Infinity;
+      return (now) => {
+        const at = Math.max(now, last + gap);
+        // Waiting ahead of it: the turns between now and its own.
+        if (at - now > l.burst * gap + 1e-9) {
+          return { allowed: false, waitMs: at - l.burst * gap - now };
+        }
+        last = at;
+        return { allowed: true, waitMs: 0, queueMs: at - now };
       };
     }
     case "concurrency": {
@@ -388,6 +415,9 @@ export function idealMs(spec: ZooSiteSpec, pages: number, maxConcurrency = 16): 
     case "token-bucket":
       limit = (Math.max(0, pages - l.burst) * 1000) / l.ratePerSec + L;
       break;
+    case "leaky-queue":
+      limit = ((pages - 1) * 1000) / l.ratePerSec + L;
+      break;
     case "fixed-window":
     case "sliding-window":
       limit = (Math.ceil(pages / l.quota) - 1) * l.windowMs + L;
@@ -414,6 +444,7 @@ export function limitPerSec(spec: ZooSiteSpec): number | null {
   const l = spec.limiter;
   switch (l.shape) {
     case "token-bucket":
+    case "leaky-queue":
       return l.ratePerSec;
     case "fixed-window":
     case "sliding-window":
@@ -436,6 +467,8 @@ export function describeLimiter(l: LimiterSpec): string {
       return `${l.quota} per ${l.windowMs / 1000} s (fixed)`;
     case "sliding-window":
       return `${l.quota} per ${l.windowMs / 1000} s (sliding)`;
+    case "leaky-queue":
+      return `${l.ratePerSec}/s, ${l.burst} queued`;
     case "concurrency":
       return `${l.maxConcurrency} at once`;
     case "load-shed":

@@ -27,11 +27,12 @@ export function seededRandom(seed: number): () => number {
  * Zoo sites with parameters drawn from `seed`, never picked: two token buckets,
  * two strict spacers, six fixed windows (without headers, with Retry-After,
  * then each header family), two sliding windows, two concurrency caps, one
- * load shedder, with latencies, 429 or 503 and Retry-After drawn too. Sites a
+ * load shedder, one queueing limiter (nginx's `limit_req`), with latencies,
+ * how much they vary, 429 or 503 and Retry-After drawn too. Sites a
  * controller was not tuned on, for judging it (`bench/adaptive.bench.ts`).
  *
  * @param seed The draw.
- * @returns 15 sites.
+ * @returns 16 sites.
  */
 export function generateZooSites(seed: number): ZooSiteSpec[] {
   const random = seededRandom(seed);
@@ -97,5 +98,14 @@ export function generateZooSites(seed: number): ZooSiteSpec[] {
     });
   }
   add("shed", { shape: "load-shed", workers: int(2, 8), maxQueue: int(0, 4) }, int(50, 400));
-  return sites;
+  // Drawn after the sites above, so their values stay those of earlier seeds.
+  add(
+    "queue",
+    { shape: "leaky-queue", ratePerSec: int(2, 30), burst: int(0, 20) },
+    int(10, 200),
+    { status: 503 },
+  );
+  // Real answers take more or less time: each site varies its latency by
+  // none, a fifth or a half.
+  return sites.map((site) => ({ ...site, latencyJitter: pick([0, 0.2, 0.5]) }));
 }
