@@ -1,6 +1,7 @@
 /**
- * A bounded map with approximate least-recently-used eviction, shared by the
- * DNS cache and the robots.txt cache (private: not exported from `mod.ts`).
+ * A bounded map with approximate least-recently-used eviction, under the
+ * async TTL cache of DNS and robots.txt (lib/_ttl_cache.ts; private: not
+ * exported from `mod.ts`).
  *
  * A `Map` iterates in insertion order, so re-inserting an entry on use keeps
  * the least recently used first and eviction is O(1). Re-inserting on every

@@ -7,7 +7,7 @@
  */
 import { asyncScheduler, type SchedulerLike } from "rxjs";
 import { DownloadFailedError } from "./download_errors.ts";
-import { Lru } from "./_lru.ts";
+import { type Loaded, TtlCache } from "./_ttl_cache.ts";
 
 /** Resolves a host name to its addresses, best first. */
 export type DnsResolver = (host: string) => Promise<readonly string[]>;
@@ -93,14 +93,6 @@ export interface DnsCache {
   clear(): void;
 }
 
-interface Entry {
-  readonly promise: Promise<string>;
-  /** Set once resolved. */
-  address: string | undefined;
-  /** Scheduler time after which the entry is stale; Infinity while in flight. */
-  expiresAt: number;
-}
-
 const IPV4 = /^\d{1,3}(?:\.\d{1,3}){3}$/;
 
 /** The address an IP literal stands for, or undefined for a name. */
@@ -161,46 +153,30 @@ export function createDnsCache(options: DnsCacheOptions = {}): DnsCache {
     );
   }
   const scheduler = options.scheduler ?? asyncScheduler;
-  // Approximate LRU (lib/_lru.ts): a hit costs a Map get.
-  const entries = new Lru<Entry>(maxEntries);
+  const entries = new TtlCache<string>({ maxEntries, scheduler, failureTtlMs });
 
-  const fresh = (key: string): Entry | undefined => entries.getFresh(key, scheduler.now());
-
-  const start = (key: string): Entry => {
-    const entry: Entry = {
-      address: undefined,
-      expiresAt: Infinity,
-      promise: Promise.resolve()
-        .then(() => resolve(key))
-        .then(
-          (addresses) => {
-            const first = addresses[0];
-            if (typeof first !== "string" || first === "") throw new DnsLookupError(key);
-            entry.address = first;
-            entry.expiresAt = scheduler.now() + ttlMs;
-            return first;
-          },
-        )
-        .catch((cause: unknown) => {
-          entry.address = undefined;
-          entry.expiresAt = scheduler.now() + failureTtlMs;
-          throw cause instanceof DnsLookupError ? cause : new DnsLookupError(key, { cause });
-        }),
-    };
-    entries.set(key, entry);
-    return entry;
-  };
+  const load = (key: string): Promise<Loaded<string>> =>
+    Promise.resolve()
+      .then(() => resolve(key))
+      .then((addresses) => {
+        const first = addresses[0];
+        if (typeof first !== "string" || first === "") throw new DnsLookupError(key);
+        return { value: first, ttlMs };
+      })
+      .catch((cause: unknown) => {
+        throw cause instanceof DnsLookupError ? cause : new DnsLookupError(key, { cause });
+      });
 
   return {
     lookup(host: string): Promise<string> {
       const key = host.toLowerCase();
       const ip = ipLiteral(key);
       if (ip !== undefined) return Promise.resolve(ip);
-      return (fresh(key) ?? start(key)).promise;
+      return entries.get(key, load);
     },
     peek(host: string): string | undefined {
       const key = host.toLowerCase();
-      return ipLiteral(key) ?? fresh(key)?.address;
+      return ipLiteral(key) ?? entries.peek(key);
     },
     get size(): number {
       return entries.size;

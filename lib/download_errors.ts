@@ -2,7 +2,8 @@
  * The download failures politely tells apart, and the reading of what
  * `fetch` throws under Node (undici), Deno and Bun into them. These are the
  * classes that `backoff.exceptions` names by default (Scrapy's
- * `DownloadFailedError`, `DownloadTimeoutError`, `ResponseDataLossError`).
+ * `DownloadFailedError`, `DownloadTimeoutError`, `ResponseDataLossError`);
+ * they and `ResponseTooLargeError` extend `DownloadError`.
  *
  * @module
  */
@@ -21,6 +22,42 @@ function errorOptions(options: { readonly cause?: unknown } | undefined): ErrorO
 }
 
 /**
+ * A download that failed on the way: the base class of
+ * {@link DownloadFailedError}, {@link DownloadTimeoutError},
+ * {@link ResponseDataLossError} and {@link ResponseTooLargeError}, so one
+ * `instanceof DownloadError` tells a failed download from any other error.
+ * It carries the URL, when known, and the error it was read from as `cause`
+ * (no `cause` property at all when none was given, as with `Error`).
+ *
+ * {@link InvalidRequestError} is not one: it is a `TypeError` (the request
+ * had the wrong shape and was never sent).
+ *
+ * @example Telling a failed download from other errors
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { DownloadError, DownloadTimeoutError } from "./download_errors.ts";
+ * const e: unknown = new DownloadTimeoutError("timed out", { url: "https://example.com/" });
+ * assert.ok(e instanceof DownloadError);
+ * assert.equal(e.url, "https://example.com/");
+ * assert.ok(!(new RangeError("bug") instanceof DownloadError));
+ * ```
+ */
+export class DownloadError extends Error {
+  override readonly name: string = "DownloadError";
+  /** The URL being downloaded, when known. */
+  readonly url: string | undefined;
+
+  /**
+   * @param message What failed.
+   * @param options The cause and the URL.
+   */
+  constructor(message: string, options?: DownloadErrorOptions) {
+    super(message, errorOptions(options));
+    this.url = options?.url;
+  }
+}
+
+/**
  * The connection failed before a response came: refused, reset, DNS lookup
  * failed, TLS handshake failed, the socket closed. When read from what
  * `fetch` threw, `code` names the cause (`ECONNREFUSED`, `ENOTFOUND`,
@@ -35,21 +72,18 @@ function errorOptions(options: { readonly cause?: unknown } | undefined): ErrorO
  * assert.equal(e.code, "ECONNREFUSED");
  * ```
  */
-export class DownloadFailedError extends Error {
+export class DownloadFailedError extends DownloadError {
   override readonly name: string = "DownloadFailedError";
   /** The system or runtime error code (`ECONNREFUSED`, `UND_ERR_SOCKET`, ...), when known. */
   readonly code: string | undefined;
-  /** The URL being downloaded, when known. */
-  readonly url: string | undefined;
 
   /**
    * @param message What failed.
    * @param options The cause, error code and URL.
    */
   constructor(message: string, options?: DownloadErrorOptions & { readonly code?: string }) {
-    super(message, errorOptions(options));
+    super(message, options);
     this.code = options?.code;
-    this.url = options?.url;
   }
 }
 
@@ -64,21 +98,18 @@ export class DownloadFailedError extends Error {
  * assert.equal(e.timeoutMs, 5_000);
  * ```
  */
-export class DownloadTimeoutError extends Error {
+export class DownloadTimeoutError extends DownloadError {
   override readonly name: string = "DownloadTimeoutError";
   /** The time allowed, ms, when known. */
   readonly timeoutMs: number | undefined;
-  /** The URL being downloaded, when known. */
-  readonly url: string | undefined;
 
   /**
    * @param message What timed out.
    * @param options The cause, the time allowed and the URL.
    */
   constructor(message: string, options?: DownloadErrorOptions & { readonly timeoutMs?: number }) {
-    super(message, errorOptions(options));
+    super(message, options);
     this.timeoutMs = options?.timeoutMs;
-    this.url = options?.url;
   }
 }
 
@@ -93,21 +124,18 @@ export class DownloadTimeoutError extends Error {
  * assert.equal(new ResponseDataLossError("cut short").name, "ResponseDataLossError");
  * ```
  */
-export class ResponseDataLossError extends Error {
+export class ResponseDataLossError extends DownloadError {
   override readonly name: string = "ResponseDataLossError";
   /** The system or runtime error code, when known. */
   readonly code: string | undefined;
-  /** The URL being downloaded, when known. */
-  readonly url: string | undefined;
 
   /**
    * @param message What was lost.
    * @param options The cause, error code and URL.
    */
   constructor(message: string, options?: DownloadErrorOptions & { readonly code?: string }) {
-    super(message, errorOptions(options));
+    super(message, options);
     this.code = options?.code;
-    this.url = options?.url;
   }
 }
 
@@ -126,7 +154,7 @@ export class ResponseDataLossError extends Error {
  * assert.equal(e.maxSizeBytes, 1024);
  * ```
  */
-export class ResponseTooLargeError extends Error {
+export class ResponseTooLargeError extends DownloadError {
   override readonly name: string = "ResponseTooLargeError";
   /** The limit, in bytes. */
   readonly maxSizeBytes: number;
@@ -134,8 +162,6 @@ export class ResponseTooLargeError extends Error {
   readonly receivedBytes: number;
   /** The size the response announced (`Content-Length`), when it did. */
   readonly expectedBytes: number | undefined;
-  /** The URL being downloaded, when known. */
-  readonly url: string | undefined;
 
   /**
    * @param message What was too large.
@@ -149,11 +175,10 @@ export class ResponseTooLargeError extends Error {
       readonly expectedBytes?: number;
     },
   ) {
-    super(message, errorOptions(options));
+    super(message, options);
     this.maxSizeBytes = options.maxSizeBytes;
     this.receivedBytes = options.receivedBytes;
     this.expectedBytes = options.expectedBytes;
-    this.url = options.url;
   }
 }
 
@@ -366,10 +391,8 @@ function first(codes: ReadonlySet<string>): string | undefined {
   return undefined;
 }
 
-function isDownloadError(error: unknown): boolean {
-  return error instanceof DownloadFailedError || error instanceof DownloadTimeoutError ||
-    error instanceof ResponseDataLossError || error instanceof InvalidRequestError ||
-    error instanceof ResponseTooLargeError;
+function isClassified(error: unknown): boolean {
+  return error instanceof DownloadError || error instanceof InvalidRequestError;
 }
 
 function describe(error: unknown): string {
@@ -451,7 +474,7 @@ function explain(error: unknown, code: string | undefined): string {
  */
 export function classifyDownloadError(error: unknown, context: ClassifyContext = {}): unknown {
   if (
-    typeof error !== "object" || error === null || isDownloadError(error) || isLocalFailure(error)
+    typeof error !== "object" || error === null || isClassified(error) || isLocalFailure(error)
   ) {
     return error;
   }

@@ -37,6 +37,11 @@ export type ThrottleEvent =
     readonly attempt: number;
     readonly latencyMs: number;
     readonly status: number | undefined;
+    /**
+     * A failed attempt's error, by class and code (`DownloadFailedError ECONNREFUSED`,
+     * `RangeError`): the words of the `retry` and `backoff` events of the same failure.
+     * The outcome holds the error itself.
+     */
     readonly error: string | undefined;
   }
   | {
@@ -92,6 +97,7 @@ export type ThrottleEvent =
     readonly at: number;
     readonly scopes: readonly string[];
     readonly attempt: number;
+    /** `status 503`, or the error as `request-done` names it (`DownloadTimeoutError`). */
     readonly cause: string;
   }
   | {

@@ -6,7 +6,7 @@
  * @module
  */
 import { classifyDownloadError, errorMatches } from "./download_errors.ts";
-import { errorCause } from "./_error_cause.ts";
+import { errorText } from "./_error_text.ts";
 import { type Outcome, outcomeStatus, type ResponseLike } from "./outcome.ts";
 import {
   announcedBudget,
@@ -132,7 +132,7 @@ export function defaultResponseBackoff(
       cause = `status ${status}`;
     } else if (classified !== undefined && errorMatches(classified, config.backoff.exceptions)) {
       trigger = true;
-      cause = errorCause(classified);
+      cause = errorText(classified);
     }
     let entry: ScopeBackoff = cause === undefined ? { trigger } : { trigger, cause };
     if (trigger && headers !== undefined) {

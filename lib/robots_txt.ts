@@ -38,7 +38,7 @@
 import robotsParserModule from "robots-parser";
 import { asyncScheduler, type SchedulerLike, timer } from "rxjs";
 import { originScope } from "./domain_scopes.ts";
-import { Lru } from "./_lru.ts";
+import { type Loaded, TtlCache } from "./_ttl_cache.ts";
 
 /** The part of robots-parser's `Robot` we use. */
 interface ParsedRobots {
@@ -148,13 +148,6 @@ export interface RobotsTxtCache {
   readonly size: number;
   /** Forget everything (fetches in flight still settle for their callers). */
   clear(): void;
-}
-
-interface Entry {
-  readonly promise: Promise<RobotsRules>;
-  rules: RobotsRules | undefined;
-  /** Infinity while the fetch is in flight. */
-  expiresAt: number;
 }
 
 const ALLOW_ALL = (): boolean => true;
@@ -342,8 +335,8 @@ export function createRobotsTxtCache(options: RobotsTxtCacheOptions): RobotsTxtC
   const errorTtlMs = checkNumber("errorTtlMs", options.errorTtlMs ?? 60_000, 0, false);
   const maxRedirects = checkNumber("maxRedirects", options.maxRedirects ?? 5, 0, true);
   const maxEntries = checkNumber("maxEntries", options.maxEntries ?? 100_000, 0, true);
-  // Approximate LRU (lib/_lru.ts): a hit costs a Map get.
-  const entries = new Lru<Entry>(maxEntries);
+  // load() never rejects (fetch trouble is an "unreachable" answer): no failure TTL.
+  const entries = new TtlCache<RobotsRules>({ maxEntries, scheduler });
 
   const answer = (
     source: "unavailable" | "unreachable",
@@ -409,24 +402,16 @@ export function createRobotsTxtCache(options: RobotsTxtCacheOptions): RobotsTxtC
     }
   };
 
-  const fresh = (key: string): Entry | undefined => entries.getFresh(key, scheduler.now());
-
-  const start = (key: string, previous: RobotsRules | undefined): Entry => {
-    const entry: Entry = {
-      rules: undefined,
-      expiresAt: Infinity,
-      promise: load(`${key}/robots.txt`).then((loaded) => {
-        const keepPrevious = loaded.source === "unreachable" && previous !== undefined &&
-          previous.source !== "unreachable";
-        const rules = keepPrevious ? previous : loaded;
-        entry.rules = rules;
-        entry.expiresAt = scheduler.now() + (loaded.source === "unreachable" ? errorTtlMs : ttlMs);
-        return rules;
-      }),
-    };
-    entries.set(key, entry);
-    return entry;
-  };
+  /** An unreachable file keeps the last copy fetched, for the short error TTL (module doc). */
+  const loadFor = (key: string, previous: RobotsRules | undefined): Promise<Loaded<RobotsRules>> =>
+    load(`${key}/robots.txt`).then((loaded) => {
+      const keepPrevious = loaded.source === "unreachable" && previous !== undefined &&
+        previous.source !== "unreachable";
+      return {
+        value: keepPrevious ? previous : loaded,
+        ttlMs: loaded.source === "unreachable" ? errorTtlMs : ttlMs,
+      };
+    });
 
   return {
     get(url: string): Promise<RobotsRules> {
@@ -436,8 +421,7 @@ export function createRobotsTxtCache(options: RobotsTxtCacheOptions): RobotsTxtC
       } catch (error) {
         return Promise.reject(error);
       }
-      const stale = entries.peek(key);
-      return (fresh(key) ?? start(key, stale?.rules)).promise;
+      return entries.get(key, loadFor);
     },
     peek(url: string): RobotsRules | undefined {
       let key: string;
@@ -446,7 +430,7 @@ export function createRobotsTxtCache(options: RobotsTxtCacheOptions): RobotsTxtC
       } catch {
         return undefined;
       }
-      return fresh(key)?.rules;
+      return entries.peek(key);
     },
     get size(): number {
       return entries.size;

@@ -14,7 +14,7 @@ import { defaultResponseBackoff, type ResponseBackoff } from "../lib/response_ba
 import type { ErrorMatcher } from "../lib/settings.ts";
 import type { Throttler } from "../lib/throttler.ts";
 import { resubmitOf } from "../lib/_resubmit.ts";
-import { errorCause } from "../lib/_error_cause.ts";
+import { errorText } from "../lib/_error_text.ts";
 
 /** When and how often failed attempts are sent again. */
 export interface RetryOptions {
@@ -142,7 +142,7 @@ export function backoffOn<R, T>(
                   at: throttler.scheduler.now(),
                   scopes: outcome.scopes,
                   attempt: outcome.attempt + 1,
-                  cause: status !== undefined ? `status ${status}` : describeError(outcome),
+                  cause: retryCause(outcome, status),
                 });
               }
               if (resubmit(outcome as Outcome<unknown, unknown>)) return;
@@ -202,7 +202,11 @@ export function backoffOn<R, T>(
   }
 }
 
-function describeError(outcome: Outcome<unknown, unknown>): string {
-  // Classified as backoff reads it, so a retry and its backoff name one cause.
-  return outcome.kind === "error" ? errorCause(classifyDownloadError(outcome.error)) : "retry";
+/**
+ * What a retry event names: the status, or the error in the words of its
+ * backoff and of its request-done event (lib/_error_text.ts).
+ */
+function retryCause(outcome: Outcome<unknown, unknown>, status: number | undefined): string {
+  if (status !== undefined) return `status ${status}`;
+  return outcome.kind === "error" ? errorText(outcome.error) : "retry";
 }

@@ -1,5 +1,9 @@
 /**
- * `rampup`: find the fastest rate each scope tolerates and stay just under it.
+ * `rampup`: turn rampup on for the lifetime of a pipeline. A switch with a
+ * subscription's lifetime, not a transformation: outcomes pass through
+ * untouched, and the learning happens in the throttler's scopes from the
+ * triggers `backoffOn` records. `throttler.enableRampup` is the same switch
+ * without a pipeline (docs/DECISIONS.md, "Tidying").
  *
  * @module
  */
@@ -16,7 +20,15 @@ export interface RampupOptions extends RampupConfig {
 }
 
 /**
- * Turns rampup on for the scopes of a pipeline and passes outcomes through.
+ * Turns rampup on for the scopes of a pipeline, for as long as it is
+ * subscribed, and passes outcomes through untouched (the same objects). It
+ * reads no outcome and changes none: it is `throttler.enableRampup(scopes,
+ * options)` called on subscribe and stopped on teardown, so where it sits
+ * after the gate does not change what it does. Use
+ * {@link Throttler.enableRampup} directly when rampup should not follow one
+ * pipeline's lifetime (a throttler shared by several pipelines, a crawl
+ * driven by a queue), or `rampup: true` on a scope of the settings' `scopes`
+ * when it should always be on for that scope.
  *
  * From the moment it is subscribed (before its source, so before the first
  * request reaches the gate), every matching scope that does not configure
@@ -27,14 +39,16 @@ export interface RampupOptions extends RampupConfig {
  * subscription ends, scopes created later no longer ramp up; scopes that did
  * keep what they learned.
  *
- * Put it after `backoffOn` (it only needs the throttler: triggers reach
- * rampup through `backoffOn`).
+ * The triggers it learns from reach the scopes through `backoffOn`: without
+ * `backoffOn` in the pipeline (or something else recording backoff on the
+ * throttler), rampup steps up and never learns a limit. Put it last, after
+ * `backoffOn`, where it reads as the pipeline-wide switch it is.
  *
  * @param throttler The throttler of the gate.
  * @param options Rampup options over the settings' `rampup`, and a scope filter.
  * @returns An operator passing outcomes through unchanged.
  * @throws {TypeError | RangeError} for bad options, naming the field.
- * @example
+ * @example In a pipeline
  * ```ts
  * import { from } from "rxjs";
  * import { backoffOn, createThrottler, rampup, throttleByScope } from "../mod.ts";
@@ -44,6 +58,18 @@ export interface RampupOptions extends RampupConfig {
  *   backoffOn(throttler),
  *   rampup(throttler, { backoffTarget: [1, 2] }),
  * ).subscribe((o) => console.log(o.kind));
+ * ```
+ * @example The same switch without an operator
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { createThrottler } from "../mod.ts";
+ * const throttler = createThrottler();
+ * const stop = throttler.enableRampup((scope) => scope.endsWith(".example"), {
+ *   backoffTarget: [1, 2],
+ * });
+ * throttler.manager("api.example");
+ * assert.equal(throttler.state("api.example")?.rampup, true);
+ * stop(); // scopes created from now on do not ramp up; api.example keeps what it learned
  * ```
  */
 export function rampup<R, T>(

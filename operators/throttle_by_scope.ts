@@ -17,6 +17,7 @@ import { InvalidRequestError } from "../lib/download_errors.ts";
 import { requestMeta } from "../lib/request.ts";
 import type { RequestScopes } from "../lib/scopes.ts";
 import type { GateTicket, Throttler } from "../lib/throttler.ts";
+import { errorText } from "../lib/_error_text.ts";
 import { isPromiseLike } from "../lib/_is_promise_like.ts";
 import { RESUBMIT, type Resubmit } from "../lib/_resubmit.ts";
 import { takeRequestDelayed } from "../lib/_request_delay.ts";
@@ -428,7 +429,7 @@ class Flight<R, T> implements DownloadContext {
         attempt: this.attempt,
         latencyMs,
         status,
-        error: outcome.kind === "error" ? errorName(outcome.error) : undefined,
+        error: outcome.kind === "error" ? errorText(outcome.error) : undefined,
       });
     }
     // Emitted before the slot is freed: backoff recorded downstream must be
@@ -458,9 +459,4 @@ class Flight<R, T> implements DownloadContext {
     if (this.next !== undefined) this.next.prev = this.prev;
     this.prev = this.next = undefined;
   }
-}
-
-function errorName(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  return String(error);
 }

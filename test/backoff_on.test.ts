@@ -371,6 +371,41 @@ describe("backoffOn()", () => {
     expect(causes("retry", "b.test")).toEqual(["Error"]);
   });
 
+  it("backoffOn() retry events name a failure in the words of throttleByScope()'s request-done", () => {
+    const scheduler = new TestScheduler((a, b) => expect(a).toEqual(b));
+    scheduler.maxFrames = Number.POSITIVE_INFINITY;
+    const throttler = createThrottler<string>({ jitter: 0, adaptive: false }, { scheduler });
+    const events: ThrottleEvent[] = [];
+    throttler.events$.subscribe((e) => events.push(e));
+    const failing = (error: () => unknown) => () =>
+      timer(10, scheduler).pipe(mergeMap(() => throwError(error)));
+    // What fetch throws under Node, not yet classified: the gate reads it as backoffOn does.
+    const refused = () =>
+      new TypeError("fetch failed", {
+        cause: Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:9"), {
+          code: "ECONNREFUSED",
+        }),
+      });
+    from(["http://a.test/"]).pipe(
+      throttleByScope(throttler, failing(refused)),
+      backoffOn(throttler, { retry: { times: 1 } }),
+    ).subscribe();
+    from(["http://b.test/"]).pipe(
+      throttleByScope(throttler, failing(() => new RangeError("bad"))),
+      backoffOn(throttler, { retry: { times: 1, exceptions: [RangeError] } }),
+    ).subscribe();
+    scheduler.flush();
+    const words = (scope: string) => ({
+      done: events.flatMap((e) =>
+        e.type === "request-done" && e.scopes.includes(scope) ? [e.error] : []
+      ),
+      retry: events.flatMap((e) => e.type === "retry" && e.scopes.includes(scope) ? [e.cause] : []),
+    });
+    const ab = "DownloadFailedError ECONNREFUSED";
+    expect(words("a.test")).toEqual({ done: [ab, ab], retry: [ab] });
+    expect(words("b.test")).toEqual({ done: ["RangeError", "RangeError"], retry: ["RangeError"] });
+  });
+
   it("backoffOn() throws a RangeError naming retry.times for a bad value", () => {
     const throttler = createThrottler();
     expect(() => backoffOn(throttler, { retry: { times: -1 } })).toThrow(

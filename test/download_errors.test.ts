@@ -4,6 +4,7 @@ import * as net from "node:net";
 import type { AddressInfo } from "node:net";
 import {
   classifyDownloadError,
+  DownloadError,
   DownloadFailedError,
   DownloadTimeoutError,
   errorMatches,
@@ -11,6 +12,7 @@ import {
   isLocalFailure,
   LOCAL_FAILURE,
   ResponseDataLossError,
+  ResponseTooLargeError,
 } from "../lib/download_errors.ts";
 import { DEFAULT_BACKOFF_EXCEPTIONS } from "../lib/settings.ts";
 
@@ -67,6 +69,31 @@ describe("download error classes", () => {
     expect(e).toBeInstanceOf(TypeError);
     expect(e.name).toBe("InvalidRequestError");
     expect(e.input).toEqual({ id: 1 });
+  });
+
+  it("DownloadError is the base of every download failure, carrying url and cause", () => {
+    const cause = new Error("low level");
+    const url = "http://x/";
+    const failures = [
+      new DownloadFailedError("failed", { cause, url, code: "ECONNRESET" }),
+      new DownloadTimeoutError("slow", { cause, url, timeoutMs: 1 }),
+      new ResponseDataLossError("short", { cause, url }),
+      new ResponseTooLargeError("big", { cause, url, maxSizeBytes: 1, receivedBytes: 2 }),
+    ];
+    for (const e of failures) {
+      expect(e, e.name).toBeInstanceOf(DownloadError);
+      expect(e.url, e.name).toBe(url);
+      expect(e.cause, e.name).toBe(cause);
+    }
+    const base = new DownloadError("lost");
+    expect(String(base)).toBe("DownloadError: lost");
+    expect(base.url).toBeUndefined();
+    expect("cause" in base).toBe(false);
+    expect(new InvalidRequestError("no URL", { input: "" })).not.toBeInstanceOf(DownloadError);
+    // backoff.exceptions and retry.exceptions can name the base, by class or by name.
+    expect(errorMatches(failures[1], [DownloadError])).toBe(true);
+    expect(errorMatches(failures[1], ["DownloadError"])).toBe(true);
+    expect(errorMatches(new RangeError("bug"), ["DownloadError"])).toBe(false);
   });
 });
 

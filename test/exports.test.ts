@@ -119,6 +119,24 @@ describe("exports", () => {
     }
   });
 
+  it("mod.ts exports DownloadError, the base class users catch download failures by", async () => {
+    const mod = await import("../mod.ts") as Record<string, unknown>;
+    const base = mod["DownloadError"] as abstract new (...args: never[]) => unknown;
+    expect(typeof base).toBe("function");
+    for (
+      const name of [
+        "DownloadFailedError",
+        "DownloadTimeoutError",
+        "ResponseDataLossError",
+        "ResponseTooLargeError",
+        "DnsLookupError",
+      ]
+    ) {
+      const cls = mod[name] as { prototype: unknown };
+      expect(cls.prototype instanceof base, name).toBe(true);
+    }
+  });
+
   it("every file that mod.ts exports exists", () => {
     const missing = modExports(readText("mod.ts")).filter((file) =>
       !existsSync(new URL(file, root))

@@ -1,4 +1,4 @@
-import { from, lastValueFrom, toArray } from "rxjs";
+import { from, lastValueFrom, map, tap, timer, toArray } from "rxjs";
 import { describe, expect, it } from "vitest";
 import { ThrottlingScopeManager } from "../lib/scope_manager.ts";
 import type { ScopeStep } from "../lib/scope_manager_protocol.ts";
@@ -13,6 +13,8 @@ import { createThrottler } from "../lib/throttler.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { rampup } from "../operators/rampup.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
+import type { Outcome } from "../lib/outcome.ts";
+import { testScheduler } from "./_helpers/test_scheduler.ts";
 
 const S = "api.test";
 const W = 1_000;
@@ -229,6 +231,32 @@ describe("Throttler.enableRampup() and the rampup operator", () => {
     expect(() => rampup(throttler, { delayFactor: 2 })).toThrow(/rampup\.delayFactor/);
     expect(() => rampup(throttler, { backoffTarget: [3, 1] })).toThrow(/rampup\.backoffTarget/);
     expect(() => rampup(throttler, { scopes: "a" as unknown as () => boolean })).toThrow(TypeError);
+  });
+
+  it("rampup() passes outcomes through as the same objects, so retries work wherever it sits after the gate", () => {
+    const scheduler = testScheduler();
+    const throttler = createThrottler<string>({ jitter: 0 }, { scheduler });
+    let calls = 0;
+    const download = (url: string) =>
+      timer(10, scheduler).pipe(map(() => ({ url, status: calls++ === 0 ? 503 : 200 })));
+    type Sent = Outcome<string, { url: string; status: number }>;
+    const before: Sent[] = [];
+    const after: Sent[] = [];
+    const seen: Sent[] = [];
+    from(["http://a.test/"]).pipe(
+      throttleByScope(throttler, download),
+      tap((o) => before.push(o)),
+      rampup(throttler),
+      tap((o) => after.push(o)),
+      backoffOn(throttler, { retry: { times: 1 } }),
+    ).subscribe((o) => seen.push(o));
+    expect(throttler.state("a.test")?.rampup).toBe(true);
+    scheduler.flush();
+    expect(after).toHaveLength(2);
+    expect(after.every((o, i) => o === before[i])).toBe(true);
+    // The 503 was retried through the gate: the hidden link to it survived rampup().
+    expect(seen.map((o) => [o.attempt, o.kind === "response" && o.response.status]))
+      .toEqual([[2, 200]]);
   });
 
   it("rampup() stops applying to new scopes when unsubscribed", () => {
