@@ -17,7 +17,7 @@
 import Bottleneck from "bottleneck";
 import pLimit from "p-limit";
 import PQueue from "p-queue";
-import { from, groupBy, mergeMap } from "rxjs";
+import { from, groupBy, mergeMap, Observable, type OperatorFunction } from "rxjs";
 import { createThrottler, throttleByScope } from "../mod.ts";
 import {
   argValue,
@@ -54,6 +54,43 @@ function download(request: BenchRequest): Promise<number> {
   return Promise.resolve(request.id);
 }
 
+/** The floor of issue 14: `download` per request, at most `perKey` at once per scope. */
+function semaphoreByKey(perKey: number): OperatorFunction<BenchRequest, number> {
+  return (source) =>
+    new Observable<number>((subscriber) => {
+      const keys = new Map<string, { active: number; waiting: BenchRequest[]; head: number }>();
+      let open = 0;
+      let sourceDone = false;
+      const start = (
+        r: BenchRequest,
+        key: { active: number; waiting: BenchRequest[]; head: number },
+      ) => {
+        key.active++;
+        download(r).then((v) => {
+          subscriber.next(v);
+          key.active--;
+          open--;
+          if (key.head < key.waiting.length) start(key.waiting[key.head++]!, key);
+          if (sourceDone && open === 0) subscriber.complete();
+        }, (e) => subscriber.error(e));
+      };
+      return source.subscribe({
+        next: (r) => {
+          open++;
+          let key = keys.get(r.scope);
+          if (key === undefined) keys.set(r.scope, key = { active: 0, waiting: [], head: 0 });
+          if (key.active < perKey) start(r, key);
+          else key.waiting.push(r);
+        },
+        error: (e) => subscriber.error(e),
+        complete: () => {
+          sourceDone = true;
+          if (open === 0) subscriber.complete();
+        },
+      });
+    });
+}
+
 const CONTENDERS: Record<string, { run: Contender; scale: number; label: string }> = {
   throttleByScope: {
     label: "politely throttleByScope",
@@ -85,6 +122,21 @@ const CONTENDERS: Record<string, { run: Contender; scale: number; label: string 
           groupBy((r) => r.scope),
           mergeMap((group) => group.pipe(mergeMap(download, perScope))),
         ).subscribe({ next: sink, error: fail, complete: () => done() });
+      }),
+  },
+  semaphore: {
+    // Issue 14's floor: what the gate does at its simplest, as an RxJS
+    // operator over the same source: a counter and a FIFO of waiters per key,
+    // no throttling features at all.
+    label: "per-key semaphore operator, 20 lines (floor)",
+    scale: 1,
+    run: (requests, sink, perScope) =>
+      new Promise((done, fail) => {
+        from(requests).pipe(semaphoreByKey(perScope)).subscribe({
+          next: sink,
+          error: fail,
+          complete: () => done(),
+        });
       }),
   },
   "p-queue": {
@@ -300,6 +352,7 @@ async function parent(argv: readonly string[]): Promise<void> {
   const tbs = results.get("throttleByScope");
   const rx = results.get("rxjs");
   const pq = results.get("p-queue");
+  const sem = results.get("semaphore");
   if (tbs !== undefined && rx !== undefined && pq !== undefined) {
     // Ratios are paired per repetition (the contenders of one repetition ran
     // back to back), then the median is taken: steadier on a shared machine.
@@ -310,6 +363,7 @@ async function parent(argv: readonly string[]): Promise<void> {
     ) => median(a.map((r, i) => f(r) / f(b[i]!)));
     const speedRx = paired(tbs, rx, (r) => r.perSecond);
     const speedPq = paired(tbs, pq, (r) => r.perSecond);
+    const speedSem = sem === undefined ? undefined : paired(tbs, sem, (r) => r.perSecond);
     const heapRx = paired(tbs, rx, (r) => r.peakLive);
     const heapRxSampled = paired(tbs, rx, (r) => r.peakSampled);
     const ok = (b: boolean) => (b ? "met" : "**missed**");
@@ -317,6 +371,11 @@ async function parent(argv: readonly string[]): Promise<void> {
     out.push(markdownTable(["Target (issue 2)", "Measured", "Result"], [
       ["throttleByScope ≥ 0.8x bare RxJS requests/s", `${fmtFixed(speedRx)}x`, ok(speedRx >= 0.8)],
       ["throttleByScope ≥ 3x p-queue requests/s", `${fmtFixed(speedPq)}x`, ok(speedPq >= 3)],
+      ...(speedSem === undefined ? [] : [[
+        "throttleByScope ≥ 0.6x a per-key semaphore's requests/s (issue 14)",
+        `${fmtFixed(speedSem)}x`,
+        ok(speedSem >= 0.6),
+      ]]),
       [
         "throttleByScope peak live heap ≤ 1.5x bare RxJS",
         `${fmtFixed(heapRx)}x`,
