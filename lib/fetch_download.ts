@@ -15,7 +15,7 @@ import { requestUrl } from "./request.ts";
 import { hasCredentials, withoutCredentials } from "./_url_credentials.ts";
 import { DEFAULTS } from "./settings.ts";
 import { fetchNotingWire } from "./_wire_notice.ts";
-import type { DownloadContext } from "../operators/throttle_by_scope.ts";
+import type { DownloadContext } from "./download.ts";
 
 /** A response as the fetch download gives it: plain data, easy to log as JSON. */
 export interface FetchedResponse {

@@ -29,7 +29,7 @@
  * @module
  */
 import { from, Observable, type ObservableInput, type Subscription, take, timer } from "rxjs";
-import type { DownloadContext, DownloadFn } from "../operators/throttle_by_scope.ts";
+import type { DownloadContext, DownloadFn } from "./download.ts";
 import { hostScope, originScope } from "./domain_scopes.ts";
 import { requestUrl } from "./request.ts";
 import { LOCAL_FAILURE } from "./download_errors.ts";

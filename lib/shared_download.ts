@@ -15,7 +15,7 @@ import {
   timer,
 } from "rxjs";
 import { filter, take } from "rxjs/operators";
-import type { DownloadContext, DownloadFn } from "../operators/throttle_by_scope.ts";
+import type { DownloadContext, DownloadFn } from "./download.ts";
 import type { Throttler } from "./throttler.ts";
 import { timerDelay } from "./_timer.ts";
 import {

@@ -22,31 +22,11 @@ import { isPromiseLike } from "../lib/_is_promise_like.ts";
 import { RESUBMIT, type Resubmit } from "../lib/_resubmit.ts";
 import { takeRequestDelayed } from "../lib/_request_delay.ts";
 import { scheduleAfter } from "../lib/_timer.ts";
+import type { DownloadContext, DownloadFn } from "../lib/download.ts";
 
-/** What a download function is given besides the request. */
-export interface DownloadContext {
-  /** Aborted when the pipeline is unsubscribed. */
-  readonly signal: AbortSignal;
-  /** 1 for the first try, 2 for the first retry, ... */
-  readonly attempt: number;
-  /** The scopes the request is counted against. */
-  readonly scopes: readonly string[];
-  /**
-   * Tell the gate the request has reached the network now (its headers are
-   * written). Optional: when a request goes out later than requests usually
-   * do (a busy event loop, a connection to set up), the gate spaces its
-   * scopes' next request from then, so the site never sees two requests
-   * closer than the delay. `createFetchDownload` calls it under Node's fetch.
-   * Absent when a download is called outside the gate.
-   */
-  readonly wentOut?: () => void;
-}
-
-/** Downloads one request: a Promise, or any ObservableInput whose first value is the response. */
-export type DownloadFn<R, T> = (
-  request: R,
-  context: DownloadContext,
-) => PromiseLike<T> | ObservableInput<T>;
+// The download's types live with what the operators stand on (lib/); the
+// gate is where users meet them.
+export type { DownloadContext, DownloadFn } from "../lib/download.ts";
 
 /** Put into an error outcome when a download Observable completes without a value. */
 export class EmptyDownloadError extends Error {

@@ -1,0 +1,50 @@
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+// The layout's rule (issue 14): the operators stand on lib/, so lib/ never
+// imports from operators/, except what composes the operators: the crawl loop
+// (lib/crawl.ts), the command line (lib/cli/) and the simulator (lib/sim/).
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const COMPOSERS = ["lib/crawl.ts", "lib/cli/", "lib/sim/"];
+
+function sources(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return sources(path);
+    return name.endsWith(".ts") ? [path] : [];
+  });
+}
+
+/** The specifiers a module imports or re-exports (doc examples in comments left out). */
+function importsOf(text: string): string[] {
+  const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+  return [...code.matchAll(/(?:import|export)\s[^;]*?from\s+"([^"]+)"/g)].map((m) => m[1]!);
+}
+
+describe("layout", () => {
+  it("importsOf() reads import and export specifiers and skips doc comments", () => {
+    const text = [
+      "/**",
+      ' * import { x } from "../operators/in_a_doc.ts";',
+      " */",
+      'import { a } from "./a.ts";',
+      'import type {\n  B,\n} from "../operators/b.ts";',
+      'export type { C } from "./c.ts";',
+    ].join("\n");
+    expect(importsOf(text)).toEqual(["./a.ts", "../operators/b.ts", "./c.ts"]);
+  });
+
+  it("nothing in lib/ imports from operators/ but the crawl loop, the command line and the simulator", () => {
+    const offenders = sources(join(ROOT, "lib")).flatMap((path) => {
+      const file = relative(ROOT, path).replaceAll("\\", "/");
+      if (COMPOSERS.some((c) => file === c || (c.endsWith("/") && file.startsWith(c)))) return [];
+      return importsOf(readFileSync(path, "utf8"))
+        .filter((spec) => spec.includes("operators/"))
+        .map((spec) => `${file} imports ${spec}`);
+    });
+    expect(offenders).toEqual([]);
+  });
+});
