@@ -12,10 +12,8 @@
 import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fsCalls, fsErrorText, writeAll } from "./_fs.ts";
+import { JOB_DIR_LOG } from "./_job_dir_log.ts";
 import { JobDirLock } from "./job_dir_lock.ts";
-
-/** The log's file name inside the job directory. */
-export const JOB_DIR_LOG = "requests.log";
 
 const FORMAT_VERSION = 1;
 

@@ -34,12 +34,7 @@ import { JobDirLock } from "./job_dir_lock.ts";
 import type { ThrottlerSettings } from "./settings.ts";
 import { markRequestDelayed } from "./_request_delay.ts";
 import { requestMeta, requestPriority, requestUrl, type ScopesInput } from "./request.ts";
-import {
-  canonicalHostFast,
-  fingerprintParsed,
-  parseUrl,
-  requestMethod,
-} from "./request_fingerprint.ts";
+import { canonicalHostFast, fingerprintParsed, parseUrl, requestMethod } from "./_fingerprint.ts";
 
 /**
  * What the request queue needs to know of the throttler. The throttler

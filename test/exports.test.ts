@@ -101,7 +101,7 @@ describe("exports", () => {
     expect(modExports(readText("mod.ts")).length).toBeGreaterThan(0);
   });
 
-  it("mod.ts does not export internals: the structured-field parsers, scopeConfigOf, canonicalizeParsed", async () => {
+  it("mod.ts does not export internals: the structured-field parsers, scopeConfigOf, the fingerprint's inside, the job directory's file name", async () => {
     const mod = await import("../mod.ts") as Record<string, unknown>;
     for (
       const name of [
@@ -109,12 +109,19 @@ describe("exports", () => {
         "parseStructuredDictionary",
         "scopeConfigOf",
         "canonicalizeParsed",
+        "canonicalHostFast",
+        "fingerprintParsed",
+        "parseUrl",
+        "requestMethod",
+        "JOB_DIR_LOG",
       ]
     ) {
       expect(name in mod, name).toBe(false);
     }
     // What stays public around them.
-    for (const name of ["parseRateLimit", "parseRateLimitPolicy", "canonicalUrl"]) {
+    for (
+      const name of ["parseRateLimit", "parseRateLimitPolicy", "canonicalUrl", "requestFingerprint"]
+    ) {
       expect(typeof mod[name], name).toBe("function");
     }
   });

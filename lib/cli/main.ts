@@ -18,7 +18,7 @@ import process from "node:process";
 import { rmSync, statSync } from "node:fs";
 import { openWarcWriter, type WarcWriter } from "../warc_writer.ts";
 import { join } from "node:path";
-import { JOB_DIR_LOG } from "../job_dir.ts";
+import { JOB_DIR_LOG } from "../_job_dir_log.ts";
 import type { RequestObject } from "../request.ts";
 import { asyncScheduler } from "rxjs";
 import { startDemoSites } from "../demo/sites.ts";
