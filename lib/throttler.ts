@@ -6,12 +6,12 @@
  *
  * @module
  */
-import { Observable, type SchedulerLike, Subject, type Subscription } from "rxjs";
+import { Observable, type SchedulerLike, Subject } from "rxjs";
 import { preciseScheduler } from "./precise_scheduler.ts";
 import { match } from "ts-pattern";
 import { Deque } from "./_deque.ts";
 import type { ThrottleEvent, WaitReason } from "./events.ts";
-import { requestMeta, requestUrl, type ScopesInput } from "./request.ts";
+import type { ScopesInput } from "./request.ts";
 import { ThrottlingScopeManager } from "./scope_manager.ts";
 import { autoThrottleManager } from "./autothrottle_manager.ts";
 import { resolveRampupOption } from "./_rampup.ts";
@@ -26,11 +26,9 @@ import type {
   ScopeStep,
   ThrottlingScopeManagerProtocol,
 } from "./scope_manager_protocol.ts";
-import { createDnsCache, type DnsCache } from "./dns_cache.ts";
-import { hostScope, urlHostname } from "./domain_scopes.ts";
-import { InvalidScopesError, normalizeScopes, type RequestScopes } from "./scopes.ts";
-import { ScopeTable, type Slotted } from "./_scope_table.ts";
-import { describeValue } from "./_describe_value.ts";
+import type { DnsCache } from "./dns_cache.ts";
+import type { RequestScopes } from "./scopes.ts";
+import { ScopeTable } from "./_scope_table.ts";
 import { scheduleAfter } from "./_timer.ts";
 import {
   parseSettings,
@@ -45,6 +43,22 @@ import {
   type ThrottlerSettingsInput,
 } from "./settings.ts";
 import type { ConvertedSettings } from "./scrapy_settings.ts";
+import { formatEvent } from "./throttler/format_event.ts";
+import {
+  clearTimer,
+  clearWake,
+  DefaultScopeEntry,
+  type GateTicket,
+  newTimers,
+  type ScopeEntry,
+} from "./throttler/_scope_entry.ts";
+import { ScopeResolver } from "./throttler/_scope_resolver.ts";
+import { TrafficCounter } from "./throttler/_traffic.ts";
+import type { TrafficMeter } from "./throttler/traffic_meter.ts";
+
+export { formatEvent } from "./throttler/format_event.ts";
+export type { TrafficMeter, TrafficTake, TrafficTotals } from "./throttler/traffic_meter.ts";
+export type { GateTicket } from "./throttler/_scope_entry.ts";
 
 /** Options of a throttler besides its settings. */
 export interface ThrottlerOptions<R = unknown> {
@@ -71,63 +85,6 @@ export interface ThrottlerOptions<R = unknown> {
   readonly dns?: DnsCache;
 }
 
-/** A request waiting at the gate. @internal used by the operators of this package. */
-export interface GateTicket {
-  readonly claims: RequestScopes;
-  readonly owner: object;
-  /**
-   * Called once, when the request has been counted against all its scopes and
-   * may start; `sentAt` is the time its send was recorded at. `slot` is an
-   * opaque token to give back to `release` (it spares a lookup there).
-   */
-  readonly start: (sentAt: number, slot?: object) => void;
-}
-
-interface ScopeEntry extends Slotted {
-  readonly scope: string;
-  readonly manager: ThrottlingScopeManagerProtocol;
-  /** Requests counted while a traffic meter is open (see `meterTraffic`). */
-  traffic: TrafficCount | undefined;
-  waiting: Deque<GateTicket> | undefined;
-  /** Made when a timer is first armed: most scopes of a broad crawl never need one. */
-  timers: EntryTimers | undefined;
-  /** Neighbours in the least-recently-used list (older, newer). */
-  older: ScopeEntry | undefined;
-  newer: ScopeEntry | undefined;
-}
-
-/**
- * The entry of a scope with the default manager: the manager and the
- * throttler's bookkeeping in one object (one object fewer per scope, which a
- * broad crawl keeps by the hundred thousand).
- */
-class DefaultScopeEntry extends ThrottlingScopeManager implements ScopeEntry {
-  slot = -1;
-  /** Handed out by `Throttler.manager`: someone may keep it, so it is never reused. */
-  exposed = false;
-  waiting: Deque<GateTicket> | undefined = undefined;
-  timers: EntryTimers | undefined = undefined;
-  traffic: TrafficCount | undefined = undefined;
-  older: ScopeEntry | undefined = undefined;
-  newer: ScopeEntry | undefined = undefined;
-
-  get manager(): ThrottlingScopeManagerProtocol {
-    return this;
-  }
-}
-
-/** A scope's timers. */
-interface EntryTimers {
-  /** Looks at the waiting requests again. */
-  timer: Subscription | undefined;
-  /** When `timer` fires; read only while it is set. */
-  timerAt: number;
-  /** Lets the manager change by itself (recovery, rampup, end of a hold). */
-  wake: Subscription | undefined;
-  /** When `wake` fires; read only while it is set. */
-  wakeAt: number;
-}
-
 const NO_AMOUNTS: readonly (number | undefined)[] = [];
 
 /** Events made once or more per request: not on `notices$`. */
@@ -138,47 +95,8 @@ const PER_REQUEST_EVENTS: ReadonlySet<ThrottleEvent["type"]> = new Set([
   "scope-created",
 ]);
 
-/** One scope's requests since a meter's last `take` (see `Throttler.meterTraffic`). */
-interface TrafficCount {
-  readonly scope: string;
-  sent: number;
-  done: number;
-  failed: number;
-  /** In the list the next `take` reads. */
-  listed: boolean;
-}
-
-/** A scope's requests since the last `take`: sent, done, and of those done the failed (an error, or a status of 400 or more). */
-export interface TrafficTake {
-  readonly scope: string;
-  readonly sent: number;
-  readonly done: number;
-  readonly failed: number;
-}
-
-/** Requests in all since the last `take`, each counted once whatever its number of scopes. */
-export interface TrafficTotals {
-  readonly sent: number;
-  readonly done: number;
-  readonly failed: number;
-}
-
-/** Counts of requests per scope (see `Throttler.meterTraffic`). */
-export interface TrafficMeter {
-  /** The scopes with requests since the last take, and their counts; empties them. */
-  take(): TrafficTake[];
-  /** The requests in all since the last take (a request with two scopes counts once); empties them. */
-  takeTotals(): TrafficTotals;
-  /** Stop counting (idempotent). */
-  close(): void;
-}
 /** Evicted entries kept for reuse (see `Throttler.#pool`). */
 const POOL_MAX = 1024;
-/** Size of the cache of single-scope `RequestScopes` (see `#single`). */
-const SINGLES_MAX = 4096;
-/** How many requests skip that cache after it thrashed. */
-const SINGLES_SKIP = 16 * SINGLES_MAX;
-
 /**
  * Holds every scope's manager, queues requests that cannot go yet, and emits
  * what happens. Create it with {@link createThrottler}.
@@ -189,10 +107,9 @@ export class Throttler<R = unknown> {
   /** The clock of every decision. */
   readonly scheduler: SchedulerLike;
   readonly #random: () => number;
-  readonly #getScopes: ((request: R) => ScopesInput | PromiseLike<ScopesInput>) | undefined;
   readonly #factory: ScopeManagerFactory | undefined;
   readonly #log: (line: string) => void;
-  #dns: DnsCache | undefined;
+  readonly #resolver: ScopeResolver<R>;
   readonly #entries = new ScopeTable<ScopeEntry>();
   /**
    * Evicted default entries, reset and reused for new scopes: a broad crawl
@@ -202,12 +119,8 @@ export class Throttler<R = unknown> {
   readonly #pool: DefaultScopeEntry[] = [];
   readonly #events = new Subject<ThrottleEvent>();
   readonly #notices = new Subject<ThrottleEvent>();
-  /** Open traffic meters (see `meterTraffic`). */
-  #metering = 0;
-  /** Counts with requests since the last `take` of a meter. */
-  #touched: TrafficCount[] = [];
-  /** Requests in all since the last `takeTotals` of a meter. */
-  #totals = { sent: 0, done: 0, failed: 0 };
+  /** Requests sent and done while a traffic meter is open (see `meterTraffic`). */
+  readonly #traffic = new TrafficCounter();
   readonly #watchers = new Map<string, Set<(s: ScopeState) => void>>();
   readonly #allWatchers = new Set<(s: ScopeState) => void>();
   readonly #global = new Deque<GateTicket>();
@@ -239,12 +152,6 @@ export class Throttler<R = unknown> {
   #newest: ScopeEntry | undefined;
   /** The configuration of scopes without their own entry, per kind (it depends on nothing else). */
   readonly #kindConfigs = new Map<ScopeKind, ResolvedScopeConfig>();
-  /** Shared scopes of single-scope requests (see #single). */
-  readonly #singles = new Map<string, RequestScopes>();
-  /** Hits of `#singles` since it was last emptied. */
-  #singleHits = 0;
-  /** Calls of `#single` left that skip the cache (it thrashed). */
-  #singleSkip = 0;
   /** The names of the scopes configured in `settings.scopes`. */
   readonly #configured: ReadonlySet<string>;
   readonly #warnedOnce = new Set<string>();
@@ -285,7 +192,6 @@ export class Throttler<R = unknown> {
     this.#configured = new Set(Object.keys(settings.scopes));
     this.scheduler = options.scheduler ?? preciseScheduler;
     this.#random = options.random ?? Math.random; // injectable default
-    this.#getScopes = options.getScopes;
     const at = settings.autothrottle;
     this.#factory = options.scopeManager ?? (at.enabled
       ? autoThrottleManager({
@@ -295,7 +201,7 @@ export class Throttler<R = unknown> {
       })
       : undefined);
     this.#log = options.log ?? ((line) => console.error(line));
-    this.#dns = options.dns;
+    this.#resolver = new ScopeResolver(options.getScopes, settings, this.scheduler, options.dns);
   }
 
   /** Requests in flight across all scopes. */
@@ -327,78 +233,7 @@ export class Throttler<R = unknown> {
    * @throws {TypeError} for a request with no usable URL and no scopes.
    */
   resolveScopes(request: R): RequestScopes | Promise<RequestScopes> {
-    const scopes = this.#ownScopes(request);
-    if (this.settings.concurrentRequestsPerIp === 0) return scopes;
-    if (scopes instanceof Promise) return scopes.then((s) => this.#withIp(request, s));
-    return this.#withIp(request, scopes);
-  }
-
-  /** Add the IP scope (the reference's "Per-IP concurrency limiting"). */
-  #withIp(request: R, scopes: RequestScopes): RequestScopes | Promise<RequestScopes> {
-    const url = requestUrl(request);
-    if (url === undefined) return scopes; // an item with custom scopes only
-    const host = urlHostname(url);
-    const dns = this.#dns ??= createDnsCache({ scheduler: this.scheduler });
-    const ip = dns.peek(host);
-    if (ip !== undefined) return addIpScope(scopes, ip);
-    return dns.lookup(host).then((address) => addIpScope(scopes, address));
-  }
-
-  #ownScopes(request: R): RequestScopes | Promise<RequestScopes> {
-    const meta = requestMeta(request);
-    if (meta?.throttlingScopes !== undefined) return normalizeScopes(meta.throttlingScopes);
-    if (this.#getScopes !== undefined) {
-      const scopes = this.#getScopes(request);
-      if (typeof (scopes as PromiseLike<ScopesInput>)?.then === "function") {
-        return Promise.resolve(scopes).then(normalizeScopes);
-      }
-      return typeof scopes === "string"
-        ? this.#single(scopes)
-        : normalizeScopes(scopes as ScopesInput);
-    }
-    const url = requestUrl(request);
-    if (url === undefined) {
-      throw new InvalidScopesError(
-        "Cannot throttle request as it has no URL and the throttler has no getScopes: current value is " +
-          describeValue(request),
-        request,
-      );
-    }
-    return this.#single(hostScope(url));
-  }
-
-  /**
-   * The scopes of a request with one scope and no amount, shared by every
-   * request of that scope: a backlog of waiting requests then costs no scope
-   * objects. Bounded, so a broad crawl over millions of hosts keeps no more
-   * than a few thousand (the cache is emptied when it is full).
-   */
-  #single(scope: string): RequestScopes {
-    // The cache thrashed (more misses than hits while it filled up, as when
-    // every request has a new host): skip it for a while, a fresh unshared
-    // object is cheaper than a lookup and an insert that only miss.
-    if (this.#singleSkip > 0) {
-      this.#singleSkip--;
-      return normalizeScopes(scope); // throws the usual error for ""
-    }
-    let scopes = this.#singles.get(scope);
-    if (scopes === undefined) {
-      if (scope === "") return normalizeScopes(scope); // throws the usual error
-      if (this.#singles.size >= SINGLES_MAX) {
-        this.#singles.clear();
-        const thrashed = this.#singleHits < SINGLES_MAX;
-        this.#singleHits = 0;
-        if (thrashed) {
-          this.#singleSkip = SINGLES_SKIP;
-          return normalizeScopes(scope);
-        }
-      }
-      scopes = Object.freeze({ names: Object.freeze([scope]), amounts: undefined });
-      this.#singles.set(scope, scopes);
-    } else {
-      this.#singleHits++;
-    }
-    return scopes;
+    return this.#resolver.resolve(request);
   }
 
   /** The configuration a scope gets (its own entry, its host's, or the defaults for its kind). */
@@ -707,7 +542,7 @@ export class Throttler<R = unknown> {
    * scopes. The queue then keeps its faster default.
    */
   get usesDefaultScopes(): boolean {
-    return this.#getScopes === undefined && this.settings.concurrentRequestsPerIp === 0;
+    return this.#resolver.isDefault;
   }
 
   /** Requests in flight across these scopes (for least-loaded ordering). */
@@ -753,12 +588,13 @@ export class Throttler<R = unknown> {
     const now = this.scheduler.now();
     this.#active--;
     const names = scopes.names;
-    const metered = this.#metering > 0;
+    const traffic = this.#traffic;
+    const metered = traffic.meters > 0;
     const failed = metered && result !== undefined &&
       (result.failed === true || (result.status !== undefined && result.status >= 400));
     if (metered) {
-      this.#totals.done++;
-      if (failed) this.#totals.failed++;
+      traffic.totals.done++;
+      if (failed) traffic.totals.failed++;
     }
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
@@ -769,7 +605,7 @@ export class Throttler<R = unknown> {
         : this.#entry(scope);
       entry.manager.recordDone(now, result);
       if (metered) {
-        const t = this.#meter(scope, entry);
+        const t = traffic.count(scope, entry);
         t.done++;
         if (failed) t.failed++;
       }
@@ -793,7 +629,7 @@ export class Throttler<R = unknown> {
     for (const entry of this.#entries.values()) {
       if (entry.waiting === undefined || entry.waiting.size === 0) continue;
       entry.waiting.filterInPlace(keep);
-      if (entry.waiting.size === 0) this.#clearTimer(entry);
+      if (entry.waiting.size === 0) clearTimer(entry);
     }
     this.#held -= dropped;
   }
@@ -838,50 +674,7 @@ export class Throttler<R = unknown> {
    * ```
    */
   meterTraffic(): TrafficMeter {
-    this.#metering++;
-    let open = true;
-    return {
-      take: () => {
-        const counts = this.#touched;
-        this.#touched = [];
-        const out: TrafficTake[] = [];
-        for (const t of counts) {
-          t.listed = false;
-          if (t.sent > 0 || t.done > 0) {
-            out.push({ scope: t.scope, sent: t.sent, done: t.done, failed: t.failed });
-          }
-          t.sent = 0;
-          t.done = 0;
-          t.failed = 0;
-        }
-        return out;
-      },
-      takeTotals: () => {
-        const totals = this.#totals;
-        this.#totals = { sent: 0, done: 0, failed: 0 };
-        return totals;
-      },
-      close: () => {
-        if (!open) return;
-        open = false;
-        if (--this.#metering === 0) {
-          for (const t of this.#touched) t.listed = false;
-          this.#touched = [];
-          this.#totals = { sent: 0, done: 0, failed: 0 };
-        }
-      },
-    };
-  }
-
-  /** The open count of a scope, listed for the next `take`. */
-  #meter(scope: string, entry: ScopeEntry): TrafficCount {
-    // (An entry back from the pool has none: see #evict.)
-    const t = entry.traffic ??= { scope, sent: 0, done: 0, failed: 0, listed: false };
-    if (!t.listed) {
-      t.listed = true;
-      this.#touched.push(t);
-    }
-    return t;
+    return this.#traffic.open();
   }
 
   // ---------------------------------------------------------------------------
@@ -926,15 +719,16 @@ export class Throttler<R = unknown> {
     const now = Math.max(decidedAt, this.scheduler.now());
     const names = ticket.claims.names;
     const amounts = ticket.claims.amounts ?? NO_AMOUNTS;
+    const traffic = this.#traffic;
     this.#active++;
-    if (this.#metering > 0) this.#totals.sent++;
+    if (traffic.meters > 0) traffic.totals.sent++;
     let entry: ScopeEntry | undefined;
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
       entry = only !== undefined && names.length === 1 ? only : this.#entries.get(scope)!;
       this.#touch(entry);
       entry.manager.recordSent(now, amounts[i]);
-      if (this.#metering > 0) this.#meter(scope, entry).sent++;
+      if (traffic.meters > 0) traffic.count(scope, entry).sent++;
       if (amounts[i] === undefined) this.#checkQuotaAmounts(scope, entry.manager);
       this.#changed(scope, entry, now);
     }
@@ -995,7 +789,7 @@ export class Throttler<R = unknown> {
     // whose sweep evicts this scope (now idle) and gives its entry to a new
     // scope, which may have armed a timer on it: only clear the timer while
     // the entry still has the queue this pump emptied.
-    if (entry.waiting === waiting) this.#clearTimer(entry);
+    if (entry.waiting === waiting) clearTimer(entry);
   }
 
   #pumpGlobal(): void {
@@ -1061,24 +855,6 @@ export class Throttler<R = unknown> {
       this.#dirty.push(scope);
       this.#drain();
     });
-  }
-
-  #clearTimer(entry: ScopeEntry): void {
-    const t = entry.timers;
-    if (t !== undefined && t.timer !== undefined) {
-      t.timer.unsubscribe();
-      t.timer = undefined;
-      t.timerAt = 0;
-    }
-  }
-
-  #clearWake(entry: ScopeEntry): void {
-    const t = entry.timers;
-    if (t !== undefined && t.wake !== undefined) {
-      t.wake.unsubscribe();
-      t.wake = undefined;
-      t.wakeAt = 0;
-    }
   }
 
   #entry(scope: string): ScopeEntry {
@@ -1212,7 +988,7 @@ export class Throttler<R = unknown> {
   #evict(scope: string, entry: ScopeEntry, reason: "idle" | "limit", now: number): void {
     const t = entry.timers;
     if (t !== undefined) {
-      this.#clearTimer(entry);
+      clearTimer(entry);
       t.wake?.unsubscribe();
     }
     this.#entries.delete(entry);
@@ -1297,7 +1073,7 @@ export class Throttler<R = unknown> {
   #armWake(scope: string, entry: ScopeEntry, now: number): void {
     const at = entry.manager.nextWakeAt!(now);
     if (at === undefined) {
-      this.#clearWake(entry);
+      clearWake(entry);
       return;
     }
     const w = entry.timers ??= newTimers();
@@ -1333,8 +1109,8 @@ export class Throttler<R = unknown> {
     if (this.#attached > 0) return;
     for (const entry of this.#entries.values()) {
       if (entry.timers === undefined) continue;
-      this.#clearWake(entry);
-      if (entry.waiting === undefined || entry.waiting.size === 0) this.#clearTimer(entry);
+      clearWake(entry);
+      if (entry.waiting === undefined || entry.waiting.size === 0) clearTimer(entry);
     }
   }
 
@@ -1377,67 +1153,6 @@ export class Throttler<R = unknown> {
       this.#depth--;
     }
   }
-}
-
-/**
- * One readable line for an event (THROTTLING_DEBUG / `debug`): the time, the
- * kind, then what changed, e.g. `12:00:01.050 backoff a.test: delay 2s
- * (level 2), cause status 429`. Virtual times (below 1e11 ms) show as seconds
- * since 0, real ones as the UTC time of day.
- *
- * @param event The event.
- * @returns The line, without a newline.
- */
-export function formatEvent(event: ThrottleEvent): string {
-  const time = formatAt(event.at);
-  switch (event.type) {
-    case "backoff":
-      return `${time} backoff ${event.scope}: delay ${formatMs(event.delayMs)}` +
-        ` (level ${event.level}), cause ${event.cause}`;
-    case "hold":
-      return `${time} hold ${event.scope}: nothing sent until ${formatAt(event.until)}` +
-        ` (${formatMs(event.until - event.at)}, ${event.source})`;
-    case "recovery":
-      return `${time} recovery ${event.scope}: delay ${formatMs(event.delayMs)}` +
-        ` (level ${event.level})`;
-    case "retry":
-      return `${time} retry ${event.scopes.join(",")}: attempt ${event.attempt}` +
-        ` (after ${event.cause})`;
-    default: {
-      const { type, at: _at, ...rest } = event;
-      const parts = Object.entries(rest)
-        .filter(([, v]) => v !== undefined)
-        .map(([k, v]) => `${k}=${formatValue(v)}`);
-      return `${time} ${type} ${parts.join(" ")}`;
-    }
-  }
-}
-
-function formatValue(v: unknown): string {
-  if (Array.isArray(v)) return v.join(",");
-  return typeof v === "number" ? String(Math.round(v * 1000) / 1000) : String(v);
-}
-
-function formatAt(at: number): string {
-  return at >= 1e11 ? new Date(at).toISOString().slice(11, 23) : `${(at / 1000).toFixed(3)}s`;
-}
-
-function formatMs(ms: number): string {
-  if (ms === 0) return "0s";
-  return ms < 1000 ? `${Math.round(ms * 10) / 10}ms` : `${Math.round(ms) / 1000}s`;
-}
-
-function newTimers(): EntryTimers {
-  return { timer: undefined, timerAt: 0, wake: undefined, wakeAt: 0 };
-}
-
-function addIpScope(scopes: RequestScopes, ip: string): RequestScopes {
-  // `http://127.0.0.1/` already has its IP as its host scope.
-  if (scopes.names.includes(ip)) return scopes;
-  return {
-    names: [...scopes.names, ip],
-    amounts: scopes.amounts === undefined ? undefined : [...scopes.amounts, undefined],
-  };
 }
 
 /**
