@@ -1,7 +1,9 @@
 /**
  * What the throttler keeps per scope: the entry (the scope's manager and the
  * gate's bookkeeping for it), its timers, and the ticket a waiting request
- * is.
+ * is. Shared by the scope store (`_scope_store.ts`), which creates, pools and
+ * evicts entries, and the gate (`_gate.ts`), which queues tickets on them and
+ * arms their timers.
  *
  * @module
  */
