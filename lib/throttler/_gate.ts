@@ -13,13 +13,12 @@
  *
  * @module
  */
-import { type Observable, type SchedulerLike, Subject } from "rxjs";
+import { type Observable, Subject } from "rxjs";
 import { Deque } from "../_deque.ts";
 import type { WaitReason } from "../events.ts";
 import { ThrottlingScopeManager } from "../scope_manager.ts";
 import type { DoneInfo, ThrottlingScopeManagerProtocol } from "../scope_manager_protocol.ts";
 import type { RequestScopes } from "../scopes.ts";
-import type { ScopeManagerFactory, ThrottlerSettings } from "../settings.ts";
 import { scheduleAfter } from "../_timer.ts";
 import {
   clearTimer,
@@ -63,16 +62,6 @@ export abstract class Gate extends ScopeStore {
    * request queue wakes on it (a `Throttler` is a `QueueThrottleView`).
    */
   readonly changes$: Observable<readonly string[]> = this.#changes.asObservable();
-
-  constructor(
-    settings: ThrottlerSettings,
-    scheduler: SchedulerLike,
-    log: (line: string) => void,
-    random: () => number,
-    factory: ScopeManagerFactory | undefined,
-  ) {
-    super(settings, scheduler, log, random, factory);
-  }
 
   /** Requests in flight across all scopes. */
   get active(): number {
