@@ -73,6 +73,7 @@ export interface EntryTimers {
   wakeAt: number;
 }
 
+/** A scope's timers, none armed (made when the first is). */
 export function newTimers(): EntryTimers {
   return { timer: undefined, timerAt: 0, wake: undefined, wakeAt: 0 };
 }
