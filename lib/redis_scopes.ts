@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { errorReason } from "./_error_text.ts";
 import { type Observable, Subject } from "rxjs";
 import { LOCAL_FAILURE } from "./download_errors.ts";
 
@@ -191,7 +192,7 @@ export class RedisScopesError extends Error {
   ): RedisScopesError {
     if (error instanceof RedisScopesError) return error;
     return new RedisScopesError(
-      `Cannot ${operation} for scopes ${scopes.join(", ")} as Redis failed: ${reasonOf(error)}`,
+      `Cannot ${operation} for scopes ${scopes.join(", ")} as Redis failed: ${errorReason(error)}`,
       operation,
       scopes,
       { cause: error },
@@ -811,21 +812,4 @@ class RedisScopesStore implements RedisScopes {
       sub.destroy(); // already broken: nothing to wait for
     }
   }
-}
-
-/**
- * What went wrong, in words: the error's message, or when it has none (Node
- * gives a connection error to every address an empty message and the per
- * address failures in `errors`), its code or its first inner error's message.
- */
-function reasonOf(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  if (error.message !== "") return error.message;
-  const inner = (error as { errors?: unknown }).errors;
-  if (Array.isArray(inner) && inner[0] instanceof Error && inner[0].message !== "") {
-    return inner[0].message;
-  }
-  const code = (error as { code?: unknown }).code;
-  if (typeof code === "string") return code;
-  return error.name;
 }
