@@ -157,13 +157,17 @@ export interface RedisRequestQueueStats {
 export class RedisRequestQueueError extends Error {
   override readonly name = "RedisRequestQueueError";
   /** What the queue was doing. */
-  readonly operation: "write" | "take";
+  readonly operation: "write" | "take" | "lost";
   /**
    * @param message What failed.
-   * @param operation What the queue was doing.
+   * @param operation What the queue was doing (`"lost"`: the job vanished from Redis).
    * @param options The last Redis error as `cause`.
    */
-  constructor(message: string, operation: "write" | "take", options?: { cause?: unknown }) {
+  constructor(
+    message: string,
+    operation: "write" | "take" | "lost",
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
     this.operation = operation;
   }
@@ -267,6 +271,8 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   #writing: Promise<void> = Promise.resolve();
   #renew: Subscription | undefined;
   #outageSince: number | undefined;
+  /** The job was seen in Redis: its disappearance is data lost, not a finished job. */
+  #sawJob = false;
   #outageTries = 0;
 
   #enqueued = 0;
@@ -760,6 +766,18 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       // Consistent before next(): the subscriber may end it at once (re-entry
       // only queues writes and sets #again).
       live.next(request);
+    }
+    if (Number(exists) === 1) this.#sawJob = true;
+    else if (this.#sawJob) {
+      // A Redis restarted without its data: finishing now would call the job
+      // done with its requests gone.
+      live.error(
+        new RedisRequestQueueError(
+          `Cannot go on with the shared queue ${this.keyBase} as its job is gone from Redis (restarted without its data? run Redis with appendonly yes)`,
+          "lost",
+        ),
+      );
+      return false;
     }
     if (Number(taken) > 0) return true;
     if (
