@@ -1,4 +1,5 @@
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
+import { waitFor } from "./_helpers/wait_for.ts";
 import { crawl } from "../lib/crawl.ts";
 import { createRedisScopes } from "../lib/redis_scopes.ts";
 import { RedisRequestQueue } from "../lib/redis_request_queue.ts";
@@ -8,6 +9,9 @@ import { createThrottler } from "../lib/throttler.ts";
 import { type RecordingServer, startRecordingServer } from "./_helpers/loopback_server.ts";
 import { readRedisQueueStatus } from "../lib/redis_queue_status.ts";
 import { connectRedis, onCleanup, runCleanups } from "./_helpers/redis.ts";
+
+/** Hang limit of each test (real I/O; no timing is asserted). */
+const HANG_MS = 120_000;
 
 const servers: RecordingServer[] = [];
 afterEach(async () => {
@@ -79,61 +83,71 @@ async function worker(
   return { throttler, queue, fetched, run };
 }
 
-describe("crawl() on a RedisRequestQueue with shared limits", { timeout: 120_000 }, () => {
-  it("two workers fetch every page once, and a site never has more in flight than its shared limit", async () => {
-    const a = await site(30);
-    const b = await site(30);
-    const prefix = `test:${crypto.randomUUID()}:`;
-    const admin = await connectRedis();
-    onCleanup(async () => {
-      const keys = [...await admin.keys(`{${prefix}}*`), ...await admin.keys(`${prefix}*`)];
-      if (keys.length > 0) await admin.del(keys);
-    });
-    const urls = Array.from({ length: 40 }, (_, i) => `${i % 2 === 0 ? a.origin : b.origin}/p${i}`);
-    const w1 = await worker(prefix, "w1", urls);
-    const w2 = await worker(prefix, "w2", undefined);
-    const [o1, o2] = await Promise.all([w1.run, w2.run]);
-    expect(o1 + o2).toBe(40);
-    expect([...w1.fetched, ...w2.fetched].sort()).toEqual([...urls].sort());
-    expect(w1.fetched.length).toBeGreaterThan(0);
-    expect(w2.fetched.length).toBeGreaterThan(0);
-    expect(a.peak.value).toBeLessThanOrEqual(2);
-    expect(b.peak.value).toBeLessThanOrEqual(2);
-  });
+describe("crawl() on a RedisRequestQueue with shared limits", () => {
+  it(
+    "two workers fetch every page once, and a site never has more in flight than its shared limit",
+    async () => {
+      const a = await site(30);
+      const b = await site(30);
+      const prefix = `test:${crypto.randomUUID()}:`;
+      const admin = await connectRedis();
+      onCleanup(async () => {
+        const keys = [...await admin.keys(`{${prefix}}*`), ...await admin.keys(`${prefix}*`)];
+        if (keys.length > 0) await admin.del(keys);
+      });
+      const urls = Array.from(
+        { length: 40 },
+        (_, i) => `${i % 2 === 0 ? a.origin : b.origin}/p${i}`,
+      );
+      const w1 = await worker(prefix, "w1", urls);
+      const w2 = await worker(prefix, "w2", undefined);
+      const [o1, o2] = await Promise.all([w1.run, w2.run]);
+      expect(o1 + o2).toBe(40);
+      expect([...w1.fetched, ...w2.fetched].sort()).toEqual([...urls].sort());
+      expect(w1.fetched.length).toBeGreaterThan(0);
+      expect(w2.fetched.length).toBeGreaterThan(0);
+      expect(a.peak.value).toBeLessThanOrEqual(2);
+      expect(b.peak.value).toBeLessThanOrEqual(2);
+    },
+    HANG_MS,
+  );
 
-  it("a site held in both workers keeps its pages queued, untaken, while the other site's flow", async () => {
-    const held = await site(5);
-    const open = await site(5);
-    const heldScope = new URL(held.origin).host;
-    const prefix = `test:${crypto.randomUUID()}:`;
-    const admin = await connectRedis();
-    onCleanup(async () => {
-      const keys = [...await admin.keys(`{${prefix}}*`), ...await admin.keys(`${prefix}*`)];
-      if (keys.length > 0) await admin.del(keys);
-    });
-    // The held site's pages first in priority: a queue without throttling-aware takes would hand them out first.
-    const urls = [
-      ...Array.from({ length: 6 }, (_, i) => `${held.origin}/h${i}`),
-      ...Array.from({ length: 20 }, (_, i) => `${open.origin}/o${i}`),
-    ];
-    const seed = new RedisRequestQueue<{ url: string; priority: number }>(await connectRedis(), {
-      prefix,
-    });
-    for (const url of urls) seed.enqueue({ url, priority: url.includes("/h") ? 5 : 0 });
-    await seed.close();
-    await worker(prefix, "w1", undefined, heldScope);
-    await worker(prefix, "w2", undefined, heldScope);
-    await vi.waitFor(
-      async () => expect((await readRedisQueueStatus(admin, prefix)).done).toBe(20),
-      { timeout: 60_000, interval: 10 },
-    );
-    const status = await readRedisQueueStatus(admin, prefix);
-    expect(held.arrivals.length).toBe(0);
-    // Not even taken: no worker holds them in its gate, any other worker could take them.
-    expect(status.scopes.find((s) => s.scope === heldScope)).toMatchObject({
-      queued: 6,
-      leased: 0,
-    });
-    expect(status).toMatchObject({ queued: 6, leased: 0, done: 20 });
-  });
+  it(
+    "a site held in both workers keeps its pages queued, untaken, while the other site's flow",
+    async () => {
+      const held = await site(5);
+      const open = await site(5);
+      const heldScope = new URL(held.origin).host;
+      const prefix = `test:${crypto.randomUUID()}:`;
+      const admin = await connectRedis();
+      onCleanup(async () => {
+        const keys = [...await admin.keys(`{${prefix}}*`), ...await admin.keys(`${prefix}*`)];
+        if (keys.length > 0) await admin.del(keys);
+      });
+      // The held site's pages first in priority: a queue without throttling-aware takes would hand them out first.
+      const urls = [
+        ...Array.from({ length: 6 }, (_, i) => `${held.origin}/h${i}`),
+        ...Array.from({ length: 20 }, (_, i) => `${open.origin}/o${i}`),
+      ];
+      const seed = new RedisRequestQueue<{ url: string; priority: number }>(await connectRedis(), {
+        prefix,
+      });
+      for (const url of urls) seed.enqueue({ url, priority: url.includes("/h") ? 5 : 0 });
+      await seed.close();
+      await worker(prefix, "w1", undefined, heldScope);
+      await worker(prefix, "w2", undefined, heldScope);
+      await waitFor(
+        async () => expect((await readRedisQueueStatus(admin, prefix)).done).toBe(20),
+      );
+      const status = await readRedisQueueStatus(admin, prefix);
+      expect(held.arrivals.length).toBe(0);
+      // Not even taken: no worker holds them in its gate, any other worker could take them.
+      expect(status.scopes.find((s) => s.scope === heldScope)).toMatchObject({
+        queued: 6,
+        leased: 0,
+      });
+      expect(status).toMatchObject({ queued: 6, leased: 0, done: 20 });
+    },
+    HANG_MS,
+  );
 });

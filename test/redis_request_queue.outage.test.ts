@@ -4,11 +4,15 @@ import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
+import { waitFor } from "./_helpers/wait_for.ts";
 import { createClient } from "redis";
 import { RedisRequestQueue } from "../lib/redis_request_queue.ts";
 import { readRedisQueueStatus } from "../lib/redis_queue_status.ts";
 import { onCleanup, runCleanups } from "./_helpers/redis.ts";
+
+/** Hang limit of each test (real I/O; no timing is asserted). */
+const HANG_MS = 180_000;
 
 afterEach(runCleanups);
 
@@ -60,102 +64,109 @@ async function waitForRedis(port: number): Promise<void> {
   throw new Error(`redis-server on port ${port} did not answer within 10 s`);
 }
 
-describe("RedisRequestQueue through a Redis restart", { timeout: 180_000 }, () => {
-  it("RedisRequestQueue waits through a Redis killed and restarted with its AOF: every request handed out, every acknowledgement kept", async () => {
-    const port = await freePort();
-    const dir = mkdtempSync(join(tmpdir(), "politely-queue-aof-"));
-    let redis = startRedisServer(port, dir);
-    onCleanup(() => redis.kill("SIGKILL"));
-    await waitForRedis(port);
-    const client = createClient({
-      socket: {
-        host: "127.0.0.1",
-        port,
-        reconnectStrategy: (retries: number) => Math.min(500, 50 * 2 ** retries),
-      },
-    });
-    client.on("error", () => {});
-    await client.connect();
-    onCleanup(() => client.destroy());
-    const urls = Array.from({ length: 40 }, (_, i) => `https://h${i % 4}.test/${i}`);
-    const queue = new RedisRequestQueue<string>(client, {
-      prefix: "outage:",
-      start: urls,
-      leaseMs: 2000,
-      pollMs: 20,
-    });
-    const warnings: string[] = [];
-    queue.warnings$.subscribe((w) => warnings.push(w.code));
-    const got: string[] = [];
-    let acked = 0;
-    const done = new Promise<void>((resolve, reject) =>
-      queue.requests$.subscribe({
-        next: (url) => {
-          got.push(url);
-          // Ended a little later, as a download would be.
-          setTimeout(() => {
-            queue.markDone(url);
-            acked++;
-          }, 20);
+describe("RedisRequestQueue through a Redis restart", () => {
+  it(
+    "RedisRequestQueue waits through a Redis killed and restarted with its AOF: every request handed out, every acknowledgement kept",
+    async () => {
+      const port = await freePort();
+      const dir = mkdtempSync(join(tmpdir(), "politely-queue-aof-"));
+      let redis = startRedisServer(port, dir);
+      onCleanup(() => redis.kill("SIGKILL"));
+      await waitForRedis(port);
+      const client = createClient({
+        socket: {
+          host: "127.0.0.1",
+          port,
+          reconnectStrategy: (retries: number) => Math.min(500, 50 * 2 ** retries),
         },
-        error: reject,
-        complete: resolve,
-      })
-    );
-    await vi.waitFor(() => expect(acked).toBeGreaterThanOrEqual(10), { timeout: 60_000 });
-    redis.kill("SIGKILL");
-    await new Promise((r) => redis.once("exit", r));
-    // Down for a moment while the queue goes on asking.
-    await new Promise((r) => setTimeout(r, 1500));
-    redis = startRedisServer(port, dir);
-    await done;
-    expect(warnings).toContain("redis-queue");
-    expect([...new Set(got)].sort()).toEqual([...urls].sort());
-    const status = await readRedisQueueStatus(client, "outage:");
-    expect(status).toMatchObject({ queued: 0, leased: 0, done: 40, finished: true });
-    // Handed out twice: only requests whose acknowledgement the kill lost.
-    console.log(`outage: ${got.length} handed out for ${urls.length} requests`);
-    await queue.close();
-  });
+      });
+      client.on("error", () => {});
+      await client.connect();
+      onCleanup(() => client.destroy());
+      const urls = Array.from({ length: 40 }, (_, i) => `https://h${i % 4}.test/${i}`);
+      const queue = new RedisRequestQueue<string>(client, {
+        prefix: "outage:",
+        start: urls,
+        leaseMs: 2000,
+        pollMs: 20,
+      });
+      const warnings: string[] = [];
+      queue.warnings$.subscribe((w) => warnings.push(w.code));
+      const got: string[] = [];
+      let acked = 0;
+      const done = new Promise<void>((resolve, reject) =>
+        queue.requests$.subscribe({
+          next: (url) => {
+            got.push(url);
+            // Ended a little later, as a download would be.
+            setTimeout(() => {
+              queue.markDone(url);
+              acked++;
+            }, 20);
+          },
+          error: reject,
+          complete: resolve,
+        })
+      );
+      await waitFor(() => expect(acked).toBeGreaterThanOrEqual(10));
+      redis.kill("SIGKILL");
+      await new Promise((r) => redis.once("exit", r));
+      // Down for a moment while the queue goes on asking.
+      await new Promise((r) => setTimeout(r, 1500));
+      redis = startRedisServer(port, dir);
+      await done;
+      expect(warnings).toContain("redis-queue");
+      expect([...new Set(got)].sort()).toEqual([...urls].sort());
+      const status = await readRedisQueueStatus(client, "outage:");
+      expect(status).toMatchObject({ queued: 0, leased: 0, done: 40, finished: true });
+      // Handed out twice: only requests whose acknowledgement the kill lost.
+      console.log(`outage: ${got.length} handed out for ${urls.length} requests`);
+      await queue.close();
+    },
+    HANG_MS,
+  );
 
-  it("RedisRequestQueue errors, naming the loss, when Redis comes back without the job's data", async () => {
-    const port = await freePort();
-    const dir = mkdtempSync(join(tmpdir(), "politely-queue-noaof-"));
-    let redis = startRedisServer(port, dir, false);
-    onCleanup(() => redis.kill("SIGKILL"));
-    await waitForRedis(port);
-    const client = createClient({
-      socket: {
-        host: "127.0.0.1",
-        port,
-        reconnectStrategy: (retries: number) => Math.min(500, 50 * 2 ** retries),
-      },
-    });
-    client.on("error", () => {});
-    await client.connect();
-    onCleanup(() => client.destroy());
-    const queue = new RedisRequestQueue<string>(client, {
-      prefix: "lost:",
-      start: ["https://a.test/1", "https://a.test/2"],
-      pollMs: 20,
-      outageWaitMs: 0,
-    });
-    onCleanup(() => queue.close().catch(() => {}));
-    const got: string[] = [];
-    const ended = new Promise<unknown>((resolve) =>
-      queue.requests$.subscribe({
-        next: (url) => got.push(url),
-        error: resolve,
-        complete: () => resolve("completed"),
-      })
-    );
-    await vi.waitFor(() => expect(got.length).toBe(2), { timeout: 60_000 });
-    redis.kill("SIGKILL");
-    await new Promise((r) => redis.once("exit", r));
-    redis = startRedisServer(port, dir, false);
-    await waitForRedis(port);
-    for (const url of got) queue.markDone(url);
-    const error = await ended;
-    expect(String(error)).toMatch(/job is gone from Redis .*appendonly yes/);
-  });
+  it(
+    "RedisRequestQueue errors, naming the loss, when Redis comes back without the job's data",
+    async () => {
+      const port = await freePort();
+      const dir = mkdtempSync(join(tmpdir(), "politely-queue-noaof-"));
+      let redis = startRedisServer(port, dir, false);
+      onCleanup(() => redis.kill("SIGKILL"));
+      await waitForRedis(port);
+      const client = createClient({
+        socket: {
+          host: "127.0.0.1",
+          port,
+          reconnectStrategy: (retries: number) => Math.min(500, 50 * 2 ** retries),
+        },
+      });
+      client.on("error", () => {});
+      await client.connect();
+      onCleanup(() => client.destroy());
+      const queue = new RedisRequestQueue<string>(client, {
+        prefix: "lost:",
+        start: ["https://a.test/1", "https://a.test/2"],
+        pollMs: 20,
+      });
+      onCleanup(() => queue.close().catch(() => {}));
+      const got: string[] = [];
+      const ended = new Promise<unknown>((resolve) =>
+        queue.requests$.subscribe({
+          next: (url) => got.push(url),
+          error: resolve,
+          complete: () => resolve("completed"),
+        })
+      );
+      await waitFor(() => expect(got.length).toBe(2));
+      redis.kill("SIGKILL");
+      await new Promise((r) => redis.once("exit", r));
+      redis = startRedisServer(port, dir, false);
+      await waitForRedis(port);
+      for (const url of got) queue.markDone(url);
+      const error = await ended;
+      expect(String(error)).toMatch(/job is gone from Redis .*appendonly yes/);
+    },
+    HANG_MS,
+  );
 });
