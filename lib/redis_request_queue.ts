@@ -262,6 +262,8 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   #startDone = true;
   #closed = false;
   #running = false;
+  /** The I/O loop now running, for close() to wait on. */
+  #loopDone: Promise<void> = Promise.resolve();
   #again = false;
   #changed = false;
   #lastExcluded = "";
@@ -464,6 +466,8 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       this.#held.clear();
       this.#heldCount = 0;
     }
+    // A take in flight gives back what it brings (the queue is closed), before the last writes.
+    await this.#loopDone;
     const started = this.#scheduler.now();
     for (;;) {
       try {
@@ -599,7 +603,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     this.#running = true;
     this.#poll?.unsubscribe();
     this.#poll = undefined;
-    void this.#loop();
+    this.#loopDone = this.#loop();
   }
 
   async #loop(): Promise<void> {
@@ -613,7 +617,8 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
         this.#outageSince = undefined;
         this.#outageTries = 0;
       } catch (error) {
-        if (!this.#onOutage(error)) break;
+        // Closing: close() sends what is left, with its own wait.
+        if (this.#closed || !this.#onOutage(error)) break;
         await this.#sleep(Math.min(2000, 50 * 2 ** Math.min(6, this.#outageTries)));
         if (this.#closed && this.#subscriber === undefined) break;
         continue;
