@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { waitFor } from "./_helpers/wait_for.ts";
 import fc from "fast-check";
-import { Subject } from "rxjs";
+import { Subject, VirtualTimeScheduler } from "rxjs";
 import { RedisRequestQueue, type RedisRequestQueueOptions } from "../lib/redis_request_queue.ts";
 import { readRedisQueueStatus } from "../lib/redis_queue_status.ts";
 import type { QueueThrottleView } from "../lib/request_queue.ts";
@@ -311,6 +311,29 @@ describe("RedisRequestQueue", () => {
         ),
         { numRuns: 15 },
       );
+    },
+    HANG_MS,
+  );
+
+  it(
+    "RedisRequestQueue: unsubscribing clears its poll timer, and close() its renewal timer and gives back what it held",
+    async () => {
+      const { prefix, admin } = await freshJob();
+      // Timers on a virtual clock: they are looked at, never run by the clock.
+      const scheduler = new VirtualTimeScheduler();
+      const { queue } = await worker(prefix, {
+        scheduler,
+        start: ["https://a.test/1", "https://b.test/2"],
+      });
+      const first = drain(queue, () => {});
+      // Both taken (held, not done), so it waits for a change with a poll timer and renews.
+      await waitFor(() => expect(first.got.length).toBe(2));
+      await waitFor(() => expect(scheduler.actions.length).toBe(2));
+      first.stop();
+      expect(scheduler.actions.length).toBe(1); // the renewal: it still holds two requests
+      await queue.close();
+      expect(scheduler.actions.length).toBe(0);
+      expect(await readRedisQueueStatus(admin, prefix)).toMatchObject({ queued: 2, leased: 0 });
     },
     HANG_MS,
   );
