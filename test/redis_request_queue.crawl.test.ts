@@ -8,6 +8,7 @@ import { shareBackoff } from "../lib/shared_backoff.ts";
 import { createThrottler } from "../lib/throttler.ts";
 import { type RecordingServer, startRecordingServer } from "./_helpers/loopback_server.ts";
 import { readRedisQueueStatus } from "../lib/redis_queue_status.ts";
+import { main as sharedQueueExample } from "../examples/redis_shared_queue.ts";
 import { connectRedis, onCleanup, runCleanups } from "./_helpers/redis.ts";
 
 /** Hang limit of each test (real I/O; no timing is asserted). */
@@ -150,4 +151,10 @@ describe("crawl() on a RedisRequestQueue with shared limits", () => {
     },
     HANG_MS,
   );
+
+  it("examples/redis_shared_queue.ts crawls its 31 pages once across three workers", async () => {
+    const run = await sharedQueueExample(() => {});
+    expect(run).toMatchObject({ served: 31, distinct: 31, done: 31 });
+    expect(run.perWorker.reduce((a, b) => a + b, 0)).toBe(31);
+  }, HANG_MS);
 });
