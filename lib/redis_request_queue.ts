@@ -260,6 +260,11 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
 
   #subscriber: Subscriber<R> | undefined;
   #startDone = true;
+  /**
+   * The start requests are all written: mark the job as seeded even when they
+   * were none (an empty input), so workers waiting for it (`awaitJob`) end.
+   */
+  #markSeeded = false;
   #closed = false;
   #running = false;
   /** The I/O loop now running, for close() to wait on. */
@@ -513,12 +518,14 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
           error: (e: unknown) => subscriber.error(e),
           complete: () => {
             this.#startDone = true;
+            this.#markSeeded = true;
             this.#pump();
           },
         });
       } else {
         for (const r of start) this.#enqueueStart(r);
         this.#startDone = true;
+        this.#markSeeded = true;
       }
     }
     this.#pump();
@@ -697,6 +704,10 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       const added = await this.#run("enqueue", batch.flat()) as readonly number[];
       this.#toEnqueue = this.#toEnqueue.slice(batch.length);
       for (const a of added) if (Number(a) === 0) this.#filtered++;
+    }
+    if (this.#markSeeded) {
+      await this.#client.sendCommand(["SET", this.#keys[0]!, "0", "NX"]);
+      this.#markSeeded = false;
     }
     while (this.#toUnsend.length > 0) {
       const batch = this.#toUnsend.slice(0, MAX_BATCH);

@@ -128,6 +128,19 @@ describe("RedisRequestQueue", () => {
     HANG_MS,
   );
 
+  it(
+    "RedisRequestQueue: a seeding with no start requests at all still ends the workers waiting for the job",
+    async () => {
+      const { prefix } = await freshJob();
+      const joiner = await worker(prefix, { awaitJob: true });
+      const run = drain(joiner.queue);
+      const seeder = await worker(prefix, { start: [] });
+      expect(await drain(seeder.queue).done).toEqual([]);
+      expect(await run.done).toEqual([]);
+    },
+    HANG_MS,
+  );
+
   it("RedisRequestQueue.markUnsent() puts the request back, its take not counted", async () => {
     const { prefix } = await freshJob();
     const { queue } = await worker(prefix, { start: ["https://a.test/x"] });
