@@ -1,10 +1,16 @@
-import { writeFileSync } from "node:fs";
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { createServer as createTcpServer } from "node:net";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type RecordingServer, startRecordingServer } from "./_helpers/loopback_server.ts";
 import { politely, readLines, tempDir } from "./_helpers/politely_cli.ts";
 import { connectRedis, onCleanup, REDIS_PORT, runCleanups } from "./_helpers/redis.ts";
+import { waitFor } from "./_helpers/wait_for.ts";
+import { createClient } from "redis";
 import { parseCliArgs } from "../lib/cli/args.ts";
 
 /** Hang limit of each test (real I/O; no timing is asserted). */
@@ -70,12 +76,18 @@ async function freshJob() {
 }
 
 /** The arguments of a worker of the job; `input` seeds it. */
-function workerArgs(prefix: string, name: string, dir: string, input?: string): string[] {
+function workerArgs(
+  prefix: string,
+  name: string,
+  dir: string,
+  input?: string,
+  redis = REDIS,
+): string[] {
   return [
     "crawl",
     ...(input !== undefined ? [input] : []),
     "--redis",
-    REDIS,
+    redis,
     "--redis-prefix",
     prefix,
     "--redis-lease",
@@ -103,6 +115,48 @@ function twice(fetches: readonly Fetch[]): Map<string, number> {
 async function unfinishedUrls(admin: Awaited<ReturnType<typeof connectRedis>>, prefix: string) {
   const records = await admin.hVals(`{${prefix}}q:req`);
   return records.map((r) => (JSON.parse(r) as [string, string, ["O", { url: string }]])[2][1].url);
+}
+
+/** A TCP port nothing listens on right now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createTcpServer();
+    probe.on("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const port = (probe.address() as AddressInfo).port;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** A redis-server of the test's own that keeps its data in `dir` (AOF, written at every command). */
+function startRedisServer(port: number, dir: string): ChildProcess {
+  const child = spawn("redis-server", [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "always",
+    "--dir",
+    dir,
+  ], { stdio: "ignore" });
+  child.on("error", () => {});
+  return child;
+}
+
+async function waitForRedis(port: number): Promise<void> {
+  await waitFor(async () => {
+    const client = createClient({ socket: { port, host: "127.0.0.1", reconnectStrategy: false } });
+    client.on("error", () => {});
+    await client.connect();
+    await client.ping();
+    await client.close();
+  }, { timeoutMs: 10_000, intervalMs: 50 });
 }
 
 describe("politely crawl --shared-queue", () => {
@@ -140,6 +194,9 @@ describe("politely crawl --shared-queue", () => {
       ]);
       expect(a.code, a.stderr).toBe(0);
       expect(b.code, b.stderr).toBe(0);
+      // Both took part: the joiner waited for the job rather than find it empty and leave.
+      expect(readLines(join(dir, "w2.jsonl")).length).toBeGreaterThan(0);
+      expect(readLines(join(dir, "w1.jsonl")).length).toBeGreaterThan(0);
       // Every page once: nobody was killed, no lease expired.
       expect(site.fetches.map((f) => f.path).sort()).toEqual([...site.pages].sort());
       const lines = [...readLines(join(dir, "w1.jsonl")), ...readLines(join(dir, "w2.jsonl"))];
@@ -275,6 +332,49 @@ describe("politely crawl --shared-queue", () => {
       expect(fetchedAfter.filter((p) => finishedBefore.includes(p))).toEqual([]);
       console.log(
         `stop and restart: ${mark} fetches before the stop (${finishedBefore.length} finished), ${fetchedAfter.length} after`,
+      );
+    },
+    HANG_MS,
+  );
+
+  it(
+    "workers wait through a Redis killed and restarted with its data, say so on stderr, and finish the job: every page fetched",
+    async () => {
+      const site = await treeSite(40, 100);
+      const port = await freePort();
+      const data = mkdtempSync(join(tmpdir(), "politely-shared-aof-"));
+      let redis = startRedisServer(port, data);
+      onCleanup(() => redis.kill("SIGKILL"));
+      await waitForRedis(port);
+      const url = `redis://127.0.0.1:${port}`;
+      const dir = tempDir();
+      writeFileSync(join(dir, "urls.txt"), `${site.origin}/p0\n`);
+      const runs = Promise.all([
+        politely(workerArgs("job:", "w1", dir, join(dir, "urls.txt"), url)),
+        politely(workerArgs("job:", "w2", dir, undefined, url)),
+      ]);
+      await waitFor(() => expect(site.fetches.length).toBeGreaterThanOrEqual(10));
+      redis.kill("SIGKILL");
+      await new Promise((r) => redis.once("exit", r));
+      // Down for a moment; the workers go on asking.
+      await new Promise((r) => setTimeout(r, 2000));
+      redis = startRedisServer(port, data);
+      const [a, b] = await runs;
+      expect(a.code, a.stderr).toBe(0);
+      expect(b.code, b.stderr).toBe(0);
+      expect(a.stderr + b.stderr).toMatch(/politely: warning: Redis: /);
+      expect([...new Set(site.fetches.map((f) => f.path))].sort()).toEqual([...site.pages].sort());
+      const status = await politely(["status", "--redis", url, "--redis-prefix", "job:", "--json"]);
+      expect(JSON.parse(status.stdout)).toMatchObject({
+        queued: 0,
+        leased: 0,
+        done: 40,
+        finished: true,
+      });
+      console.log(
+        `Redis restart: ${site.fetches.length} fetches of ${site.pages.length} pages; ${
+          twice(site.fetches).size
+        } fetched twice`,
       );
     },
     HANG_MS,

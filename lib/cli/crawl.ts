@@ -350,7 +350,9 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         prefix: sharedQueue.prefix,
         view: throttler,
         scheduler,
-        start: start$,
+        // A worker that joins seeds nothing: given start requests (even none),
+        // the queue would mark the job seeded.
+        ...(sharedQueue.join ? {} : { start: start$ }),
         fifo: settings.queue.fifo,
         depthPriority: settings.queue.depthPriority,
         dedupe: settings.queue.dedupe,
