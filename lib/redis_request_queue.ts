@@ -280,6 +280,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   #outageSince: number | undefined;
   /** The job was seen in Redis: its disappearance is data lost, not a finished job. */
   #sawJob = false;
+  #saidWaiting = false;
   #outageTries = 0;
 
   #enqueued = 0;
@@ -784,7 +785,14 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       live.next(request);
     }
     if (Number(exists) === 1) this.#sawJob = true;
-    else if (this.#sawJob) {
+    else if (this.#awaitJob && !this.#sawJob && !this.#saidWaiting && this.#startDone) {
+      // Said once: a mistyped prefix would otherwise be a silent wait.
+      this.#saidWaiting = true;
+      this.#warn(
+        "redis-queue-waiting",
+        `Waiting for the shared queue ${this.keyBase} to be seeded (nothing was ever queued under it)`,
+      );
+    } else if (this.#sawJob) {
       // A Redis restarted without its data: finishing now would call the job
       // done with its requests gone.
       live.error(
