@@ -40,6 +40,7 @@ import {
   runQueueScript,
 } from "./_redis_queue_scripts.ts";
 import type { CrawlQueue, CrawlQueueDone } from "./crawl_queue.ts";
+import { readRedisQueueStatus, type RedisQueueStatus } from "./redis_queue_status.ts";
 import { InvalidRequestError } from "./download_errors.ts";
 import { requestMeta, requestPriority } from "./request.ts";
 import { requestFingerprint } from "./request_fingerprint.ts";
@@ -229,6 +230,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   readonly keyBase: string;
 
   readonly #client: RedisQueueClient;
+  readonly #prefix: string;
   readonly #keys: readonly string[];
   readonly #view: QueueThrottleView;
   readonly #scopesOf: (request: R) => QueueScopes;
@@ -310,6 +312,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     };
     this.#client = client;
     const prefix = options.prefix ?? "politely:";
+    this.#prefix = prefix;
     if (prefix === "") {
       throw new RangeError(
         "Cannot create Redis request queue as 'prefix' must not be empty: current value is ''",
@@ -452,6 +455,17 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       pending: this.#pending,
       leased: this.#leased,
     };
+  }
+
+  /**
+   * The job's counts as Redis has them now: queued, leased, done and failed,
+   * in all and per scope set (what `politely status` prints).
+   *
+   * @returns The counts.
+   * @throws {Error} (as a rejection) When Redis fails.
+   */
+  jobStatus(): Promise<RedisQueueStatus> {
+    return readRedisQueueStatus(this.#client, this.#prefix);
   }
 
   /**

@@ -109,6 +109,7 @@ describe("RedisRequestQueue", () => {
     expect((await drain(c.queue).done).sort()).toEqual(["https://a.test/1", "https://a.test/2"]);
     const status = await readRedisQueueStatus(admin, prefix);
     expect(status).toMatchObject({ queued: 0, leased: 0, done: 2, failed: 0, seen: 2 });
+    expect(await c.queue.jobStatus()).toEqual(status);
   }, HANG_MS);
 
   it(
@@ -137,6 +138,24 @@ describe("RedisRequestQueue", () => {
       const seeder = await worker(prefix, { start: [] });
       expect(await drain(seeder.queue).done).toEqual([]);
       expect(await run.done).toEqual([]);
+    },
+    HANG_MS,
+  );
+
+  it(
+    "RedisRequestQueue.markDone() counts failed requests apart, in all and per scope set",
+    async () => {
+      const { prefix } = await freshJob();
+      const { queue } = await worker(prefix, {
+        start: ["https://a.test/ok", "https://a.test/bad", "https://b.test/bad"],
+      });
+      await drain(queue, (r) => queue.markDone(r, { failed: r.endsWith("bad") })).done;
+      const status = await queue.jobStatus();
+      expect(status).toMatchObject({ done: 1, failed: 2, queued: 0, leased: 0, finished: true });
+      expect(status.scopes).toEqual([
+        { scope: "a.test", queued: 0, leased: 0, done: 1, failed: 1 },
+        { scope: "b.test", queued: 0, leased: 0, done: 0, failed: 1 },
+      ]);
     },
     HANG_MS,
   );
