@@ -88,19 +88,40 @@ return added
 `;
 
 /**
- * ARGV: key base, lease ms, most to take, heads wanted, then the scope-set
- * keys this worker's throttler blocks. Expired leases go back to the queue
- * first. Then at most one request per scope set, best set first, skipping
- * the blocked ones, each leased until now + lease ms (server clock).
- * Answers {taken, queued, leased, job exists, heads of READY, {id, record,
- * takes}...}.
+ * ARGV: key base, lease ms, most to take, heads wanted, this take's offset,
+ * the next take's offset, then the scope-set keys this worker's throttler
+ * blocks. Expired leases go back to the queue first. Then at most one
+ * request per scope set, from the window of READY at this take's offset,
+ * skipping the blocked ones, each leased until now + lease ms (server clock).
+ * Answers {taken, queued, leased, job exists, the window at the next take's
+ * offset (the heads its blocked sets are picked from), {id, record, takes}...}.
+ *
+ * The window: when more scope sets share the best priority than a take looks
+ * at, it starts at the offset among them (each worker turns its own), so
+ * equal sets are served in turn and workers spread over them; otherwise it
+ * is READY's first sets in order.
  */
 const TAKE = PRELUDE + `local leaseMs = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
 local nheads = tonumber(ARGV[4])
+local offNow, offNext = tonumber(ARGV[5]), tonumber(ARGV[6])
 local ex = {}
-for i = 5, #ARGV do ex[ARGV[i]] = true end
-local nex = #ARGV - 4
+for i = 7, #ARGV do ex[ARGV[i]] = true end
+local nex = #ARGV - 6
+local function window(off, span)
+  local top = redis.call('ZRANGE', READY, 0, 0, 'WITHSCORES')
+  if not top[1] then return {} end
+  local b = top[2]
+  local n = redis.call('ZCOUNT', READY, b, b)
+  if n <= span then return redis.call('ZRANGE', READY, 0, span - 1) end
+  local w = redis.call('ZRANGEBYSCORE', READY, b, b, 'LIMIT', off % n, span)
+  if #w < span then
+    for _, s in ipairs(redis.call('ZRANGEBYSCORE', READY, b, b, 'LIMIT', 0, span - #w)) do
+      w[#w + 1] = s
+    end
+  end
+  return w
+end
 local expired = redis.call('ZRANGEBYSCORE', LEASES, '-inf', fmt(now), 'LIMIT', 0, 256)
 for _, id in ipairs(expired) do
   redis.call('ZREM', LEASES, id)
@@ -113,7 +134,7 @@ end
 local out = {}
 local taken = 0
 if want > 0 then
-  local cands = redis.call('ZRANGE', READY, 0, nex + want - 1)
+  local cands = window(offNow, nex + want)
   for _, s in ipairs(cands) do
     if taken >= want then break end
     if not ex[s] then
@@ -133,7 +154,7 @@ if want > 0 then
   if taken > 0 then redis.call('HINCRBY', COUNTS, 'queued', -taken) end
 end
 local queued = tonumber(redis.call('HGET', COUNTS, 'queued') or '0')
-local heads = redis.call('ZRANGE', READY, 0, nex + nheads - 1)
+local heads = window(offNext, nex + nheads)
 return {taken, queued, redis.call('ZCARD', LEASES), redis.call('EXISTS', SEQ), heads, out}
 `;
 

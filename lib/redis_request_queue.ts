@@ -124,6 +124,12 @@ export interface RedisRequestQueueOptions<R> {
   readonly awaitJob?: boolean;
   /** Most requests one take asks for. @default 16 */
   readonly maxTake?: number;
+  /**
+   * Where this worker starts its turn among scope sets of equal priority (so
+   * workers spread over sites rather than all start at the first).
+   * @default Math.random
+   */
+  readonly random?: () => number;
   /** The clock of waits and renewals (leases use the Redis server's). @default asyncScheduler */
   readonly scheduler?: SchedulerLike;
 }
@@ -259,6 +265,8 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   /** READY's first scope sets, as the last take saw them. */
   #heads: readonly string[] = [];
   #headsKnown = false;
+  /** This worker's turn among scope sets of equal priority: where its next take's window starts. */
+  #offset: number;
 
   #subscriber: Subscriber<R> | undefined;
   #startDone = true;
@@ -338,6 +346,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     this.#maxTake = Math.floor(ms("maxTake", options.maxTake ?? 16, 1));
     this.#scheduler = options.scheduler ?? asyncScheduler;
     this.#start = options.start;
+    this.#offset = Math.floor((options.random ?? Math.random)() * 1_000_000);
     this.requests$ = new RxObservable<R>((subscriber) => this.#subscribe(subscriber));
     this.stats$ = defer(() => concat(of(this.stats()), this.#stats$));
     this.warnings$ = this.#warnings$.asObservable();
@@ -751,10 +760,15 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     const excluded = this.#excluded();
     this.#lastWant = want;
     this.#lastExcluded = excluded.join("\u0001");
+    const offset = this.#offset;
+    // The next take starts past what this one may take: equal sets in turn.
+    this.#offset = (offset + Math.max(1, want)) % 1_000_000_000;
     const reply = await this.#run("take", [
       String(this.#leaseMs),
       String(want),
       String(HEADS),
+      String(offset),
+      String(this.#offset),
       ...excluded,
     ]) as [number, number, number, number, string[], [string, string, number][]];
     const [taken, queued, leased, exists, heads, out] = reply;

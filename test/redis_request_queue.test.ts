@@ -313,6 +313,25 @@ describe("RedisRequestQueue", () => {
   );
 
   it(
+    "RedisRequestQueue serves scope sets of equal priority in turn: every site once before any twice",
+    async () => {
+      const { prefix } = await freshJob();
+      const seed = await worker(prefix);
+      const hosts = Array.from({ length: 40 }, (_, i) => `h${String(i).padStart(2, "0")}.test`);
+      for (const h of hosts) for (const p of [1, 2]) seed.queue.enqueue(`https://${h}/${p}`);
+      await seed.queue.close();
+      // Four free slots at a time: a take asks for four.
+      const view: QueueThrottleView = { ...blockingView(new Set()), freeSlots: () => 4 };
+      const { queue } = await worker(prefix, { view, random: () => 0 });
+      const got = await drain(queue).done;
+      const first = got.slice(0, 40).map((u) => new URL(u).host);
+      expect(new Set(first).size).toBe(40);
+      expect(got).toHaveLength(80);
+    },
+    HANG_MS,
+  );
+
+  it(
     "RedisRequestQueue: every unique request enqueued is handed out exactly once across workers (property)",
     async () => {
       await fc.assert(
