@@ -90,8 +90,6 @@ describe("RedisRequestQueue through a Redis restart", () => {
         leaseMs: 2000,
         pollMs: 20,
       });
-      const warnings: string[] = [];
-      queue.warnings$.subscribe((w) => warnings.push(w.code));
       const got: string[] = [];
       let acked = 0;
       const done = new Promise<void>((resolve, reject) =>
@@ -115,7 +113,8 @@ describe("RedisRequestQueue through a Redis restart", () => {
       await new Promise((r) => setTimeout(r, 1500));
       redis = startRedisServer(port, dir);
       await done;
-      expect(warnings).toContain("redis-queue");
+      // No warning is asserted: a client that queues commands while it
+      // reconnects may fail none of them, and then the queue only waits.
       expect([...new Set(got)].sort()).toEqual([...urls].sort());
       const status = await readRedisQueueStatus(client, "outage:");
       expect(status).toMatchObject({ queued: 0, leased: 0, done: 40, finished: true });
