@@ -10,7 +10,7 @@ import { isPromiseLike } from "./_is_promise_like.ts";
 import { identity, Observable, type OperatorFunction } from "rxjs";
 import type { Outcome } from "./outcome.ts";
 import { InvalidRequestError, isLocalFailure } from "./download_errors.ts";
-import type { RequestQueue } from "./request_queue.ts";
+import type { CrawlQueue } from "./crawl_queue.ts";
 import type { Throttler } from "./throttler.ts";
 import { type DownloadFn, throttleByScope } from "../operators/throttle_by_scope.ts";
 import { backoffOn, type BackoffOnOptions } from "../operators/backoff_on.ts";
@@ -22,8 +22,11 @@ export type Discovered<R> = Iterable<R> | PromiseLike<Iterable<R> | undefined> |
 export interface CrawlOptions<R, T> {
   /** The throttler of the gate. Create the queue with `view: throttler` so both agree. */
   readonly throttler: Throttler<R>;
-  /** The request queue: start requests, priorities, dedupe, job directory. */
-  readonly queue: RequestQueue<R>;
+  /**
+   * The request queue: a `RequestQueue` (start requests, priorities, dedupe,
+   * job directory) or a `RedisRequestQueue` (one job shared by many workers).
+   */
+  readonly queue: CrawlQueue<R>;
   /** Downloads one request (gets an AbortSignal, the attempt and the scopes). */
   readonly download: DownloadFn<R, T>;
   /**
@@ -107,7 +110,9 @@ export function crawl<R, T>(options: CrawlOptions<R, T>): Observable<Outcome<R, 
         }
         // After the children: the queue may complete, or record the
         // completion in its job directory, only once they are in.
-        queue.markDone(outcome.request);
+        queue.markDone(outcome.request, {
+          failed: outcome.kind === "error" || outcome.exhausted === true,
+        });
       } catch (error) {
         fail(error);
       }

@@ -151,6 +151,7 @@ describe("parseCliArgs()", () => {
       events: undefined,
       plain: false,
       quiet: false,
+      sharedQueue: false,
       overwrite: false,
       follow: undefined,
     });
@@ -237,7 +238,7 @@ describe("parseCliArgs() help and mistakes", () => {
     expect(meant.seeAlso).toBeUndefined();
     const unknown = errorOf(() => parseCliArgs(["help", "zzz"])) as UsageError;
     expect(unknown.message).toBe(
-      "Unknown command 'zzz': expected 'crawl', 'demo', 'simulate' or 'help'",
+      "Unknown command 'zzz': expected 'crawl', 'demo', 'simulate', 'status' or 'help'",
     );
     expect(unknown.seeAlso).toBe("politely help");
   });

@@ -421,10 +421,24 @@ describe("parseCliArgs() --redis", () => {
       url: "redis://127.0.0.1:6390",
       prefix: "politely:",
       waitMs: 120_000,
+      leaseMs: 60_000,
     });
     expect(
-      crawl(["--redis", "rediss://h:6380/2", "--redis-prefix", "{crawl-42}:", "--redis-wait", "5"]),
-    ).toEqual({ url: "rediss://h:6380/2", prefix: "{crawl-42}:", waitMs: 5_000 });
+      crawl([
+        "--redis",
+        "rediss://h:6380/2",
+        "--redis-prefix",
+        "{crawl-42}:",
+        "--redis-wait",
+        "5",
+        "--redis-lease",
+        "7",
+      ]),
+    ).toEqual({ url: "rediss://h:6380/2", prefix: "{crawl-42}:", waitMs: 5_000, leaseMs: 7_000 });
+    expect(() => crawl(["--redis-lease", "3"])).toThrow("--redis-lease needs --redis URL");
+    expect(() => crawl(["--redis", "redis://h", "--redis-lease", "0.5"])).toThrow(
+      "--redis-lease must be a number of seconds >= 1",
+    );
   });
 
   it("parseCliArgs() rejects a --redis-wait that is not seconds > 0 a timer can hold, or without --redis", () => {

@@ -34,8 +34,12 @@ export class UsageError extends Error {
 /** `politely crawl [FILE|-] [options]`. */
 export interface CrawlArgs {
   readonly command: "crawl";
-  /** The input file, or `"-"` for stdin. @default "-" */
-  readonly input: string;
+  /**
+   * The input file, or `"-"` for stdin; `undefined` for none: a worker that
+   * joins a shared job (`--shared-queue` without FILE).
+   * @default "-" (none with `--shared-queue`)
+   */
+  readonly input: string | undefined;
   /** `--settings FILE` (JSON, Scrapy's names or ours). */
   readonly settingsFile: string | undefined;
   /** `--set NAME=VALUE`, in order (later ones win). */
@@ -52,6 +56,8 @@ export interface CrawlArgs {
   readonly quiet: boolean;
   /** `--redis URL` and `--redis-prefix PREFIX`: share scope limits with other processes. */
   readonly redis: RedisArgs | undefined;
+  /** `--shared-queue` (needs `--redis`): the request queue is the job's, in Redis, shared by every worker. */
+  readonly sharedQueue: boolean;
   /** `--overwrite`: replace an existing `--output` / `--events` (a new crawl without `--jobdir`). */
   readonly overwrite: boolean;
   /** `--follow` and its limits: extract links from HTML pages and crawl them. */
@@ -93,8 +99,16 @@ export interface RedisArgs {
    * answer (through an outage) before it ends unsent. @default 120000
    */
   readonly waitMs: number;
+  /**
+   * `--redis-lease SECONDS`, in ms: how long a crawl that stopped answering
+   * (killed) keeps its shared slots and its taken requests (`--shared-queue`)
+   * before the others get them. @default 60000
+   */
+  readonly leaseMs: number;
 }
 
+/** The default of `--redis-lease`. */
+export const DEFAULT_REDIS_LEASE_MS = 60_000;
 /** The default of `--redis-wait`: a Redis restart or a failover is waited for. */
 export const DEFAULT_REDIS_WAIT_MS = 120_000;
 /** The longest `--redis-wait` (what a timer can hold, rounded down to whole days). */
@@ -115,8 +129,16 @@ export interface DemoArgs {
   readonly web: WebArgs | undefined;
 }
 
+/** `politely status --redis URL [--redis-prefix P] [--json]`: where a shared job stands. */
+export interface StatusArgs {
+  readonly command: "status";
+  readonly redis: RedisArgs;
+  /** `--json`: the counts as one JSON object. */
+  readonly json: boolean;
+}
+
 /** The commands that have their own help. */
-export type HelpTopic = "crawl" | "demo" | "simulate";
+export type HelpTopic = "crawl" | "demo" | "simulate" | "status";
 
 /** `politely help [COMMAND]`, `--help`, `-h` (after a command too), or no command. */
 export interface HelpArgs {
@@ -131,7 +153,7 @@ export interface VersionArgs {
 }
 
 /** What the command line asked for. */
-export type CliArgs = CrawlArgs | DemoArgs | SimulateArgs | HelpArgs | VersionArgs;
+export type CliArgs = CrawlArgs | DemoArgs | SimulateArgs | StatusArgs | HelpArgs | VersionArgs;
 
 // The option lines are written once, for the overview and each command's help.
 const CRAWL_OPTIONS =
@@ -159,6 +181,12 @@ const CRAWL_OPTIONS =
                      same URL and prefix share
   --redis-wait SECS  how long requests wait through a Redis outage before they end unsent
                      (exit 3; --jobdir keeps them for a resume); default 120
+  --redis-lease SECS how long a crawl that stopped answering (killed) keeps its shared slots
+                     and taken requests before the others get them; default 60
+  --shared-queue     with --redis: the request queue is a job in Redis under --redis-prefix,
+                     worked by every crawl started on it: with FILE the crawl seeds the job
+                     (again: nothing added twice), without FILE it joins as a worker;
+                     --follow's links go to the job; each worker exits 0 when the job is done
   --web [HOST:]PORT  serve a live dashboard (plots, scopes, events) while crawling, on
                      127.0.0.1 unless HOST is given; PORT 0 picks a free one; read-only`;
 
@@ -180,6 +208,9 @@ Usage:
                                       or one JSON object per line {url, priority, meta}
   politely demo [--duration SECONDS]  crawl five simulated rate-limited sites on loopback
   politely simulate --site SPEC ...   predict a crawl in virtual time (see docs/SIMULATE.md)
+  politely status --redis URL [--redis-prefix P] [--json]
+                                      queued, leased, done and failed requests of a shared
+                                      job (crawl --shared-queue), in all and per scope
   politely help [COMMAND]             this text, or only COMMAND's (also: COMMAND --help)
 
 Options of crawl:
@@ -232,6 +263,18 @@ Options:
   -h, --help         this text
 
 See docs/SIMULATE.md.`,
+  status: `Usage: politely status --redis URL [--redis-prefix P] [--json]
+
+Where a shared job (politely crawl --shared-queue) stands: requests queued, leased (taken by a
+worker, not finished), done and failed, in all and per scope. Reads only.
+
+Options:
+  --redis URL        the Redis of the job
+  --redis-prefix P   the job's prefix (default politely:)
+  --json             the counts as one JSON object
+  -h, --help         this text
+
+Exit status: 0, or 2 for bad arguments or a Redis that cannot be reached. See docs/CLI.md.`,
 };
 
 const DEFAULT_DEMO_SECONDS = 45;
@@ -257,16 +300,17 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
   if (command === "crawl") return parseCrawl(rest);
   if (command === "demo") return parseDemo(rest);
   if (command === "simulate") return parseSimulateArgs(rest);
+  if (command === "status") return parseStatus(rest);
   throw unknownCommand(command);
 }
 
-const COMMANDS = ["crawl", "demo", "simulate", "help"] as const;
+const COMMANDS = ["crawl", "demo", "simulate", "status", "help"] as const;
 
 function unknownCommand(command: string): UsageError {
   const meant = closestName(command, COMMANDS);
   return meant === undefined
     ? new UsageError(
-      `Unknown command '${command}': expected 'crawl', 'demo', 'simulate' or 'help'`,
+      `Unknown command '${command}': expected 'crawl', 'demo', 'simulate', 'status' or 'help'`,
     )
     : new UsageError(`Unknown command '${command}' (did you mean '${meant}'?)`, {
       seeAlso: undefined,
@@ -279,7 +323,7 @@ function parseHelp(argv: readonly string[]): HelpArgs {
   if (extra.length > 0) {
     throw new UsageError(`help takes one command: current value is ${argv.join(" ")}`);
   }
-  if (topic === "crawl" || topic === "demo" || topic === "simulate") {
+  if (topic === "crawl" || topic === "demo" || topic === "simulate" || topic === "status") {
     return { command: "help", topic };
   }
   throw unknownCommand(topic);
@@ -347,6 +391,8 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
       redis: { type: "string" },
       "redis-prefix": { type: "string" },
       "redis-wait": { type: "string" },
+      "redis-lease": { type: "string" },
+      "shared-queue": { type: "boolean" },
       overwrite: { type: "boolean" },
       warc: { type: "string" },
       "save-bodies": { type: "string" },
@@ -368,9 +414,31 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
     if (eq <= 0) throw new UsageError(`--set expects NAME=VALUE: current value is '${item}'`);
     return [item.slice(0, eq).trim(), item.slice(eq + 1)];
   });
+  const redis = parseRedis(
+    values.redis,
+    values["redis-prefix"],
+    values["redis-wait"],
+    values["redis-lease"],
+  );
+  const sharedQueue = values["shared-queue"] === true;
+  if (sharedQueue) {
+    if (redis === undefined) throw new UsageError("--shared-queue needs --redis URL");
+    if (values.jobdir !== undefined) {
+      throw new UsageError(
+        `--jobdir cannot be used with --shared-queue (the job lives in Redis): current value is '${values.jobdir}'`,
+      );
+    }
+    if (values["max-pages"] !== undefined) {
+      throw new UsageError(
+        `--max-pages cannot be used with --shared-queue (each worker would count its own): current value is '${
+          values["max-pages"]
+        }'`,
+      );
+    }
+  }
   return {
     command: "crawl",
-    input: positionals[0] ?? "-",
+    input: positionals[0] ?? (sharedQueue ? undefined : "-"),
     settingsFile: values.settings,
     set,
     jobDir: nonEmpty("--jobdir", values.jobdir),
@@ -378,7 +446,8 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
     events: nonEmpty("--events", values.events),
     plain: values.plain === true,
     quiet: values.quiet === true,
-    redis: parseRedis(values.redis, values["redis-prefix"], values["redis-wait"]),
+    redis,
+    sharedQueue,
     overwrite: values.overwrite === true,
     warc: nonEmpty("--warc", values.warc),
     saveBodies: nonEmpty("--save-bodies", values["save-bodies"]),
@@ -439,8 +508,12 @@ function parseRedis(
   url: string | undefined,
   prefix: string | undefined,
   wait: string | undefined,
+  lease?: string,
 ): RedisArgs | undefined {
   if (url === undefined) {
+    if (lease !== undefined) {
+      throw new UsageError(`--redis-lease needs --redis URL: current value is '${lease}'`);
+    }
     if (prefix !== undefined) {
       throw new UsageError(`--redis-prefix needs --redis URL: current value is '${prefix}'`);
     }
@@ -464,8 +537,38 @@ function parseRedis(
       `--redis expects a URL like redis://127.0.0.1:6379: current value is '${maskRedisUrl(url)}'`,
     );
   }
+  const leaseSec = lease === undefined ? DEFAULT_REDIS_LEASE_MS / 1000 : Number(lease);
+  if (!(Number.isFinite(leaseSec) && leaseSec >= 1 && leaseSec <= MAX_REDIS_WAIT_SECONDS)) {
+    throw new UsageError(
+      `--redis-lease must be a number of seconds >= 1 and <= ${MAX_REDIS_WAIT_SECONDS}: current value is '${lease}'`,
+    );
+  }
   if (prefix === "") throw new UsageError(`--redis-prefix expects a prefix: current value is ''`);
-  return { url, prefix: prefix ?? DEFAULT_REDIS_PREFIX, waitMs: waitSec * 1000 };
+  return {
+    url,
+    prefix: prefix ?? DEFAULT_REDIS_PREFIX,
+    waitMs: waitSec * 1000,
+    leaseMs: leaseSec * 1000,
+  };
+}
+
+function parseStatus(argv: readonly string[]): StatusArgs | HelpArgs {
+  const parsed = parse("status", {
+    args: [...argv],
+    allowPositionals: false,
+    strict: true,
+    options: {
+      redis: { type: "string" },
+      "redis-prefix": { type: "string" },
+      json: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if ("command" in parsed) return parsed;
+  const { values } = parsed;
+  const redis = parseRedis(values.redis, values["redis-prefix"], undefined);
+  if (redis === undefined) throw new UsageError("status needs --redis URL");
+  return { command: "status", redis, json: values.json === true };
 }
 
 function parseDemo(argv: readonly string[]): DemoArgs | HelpArgs {

@@ -28,7 +28,9 @@ import { isLocalFailure } from "../download_errors.ts";
 import { createFetchDownload, type FetchedResponse } from "../fetch_download.ts";
 import { type Outcome, outcomeStatus } from "../outcome.ts";
 import { type RequestObject, requestUrl } from "../request.ts";
-import { RequestQueue } from "../request_queue.ts";
+import { type QueueWarning, RequestQueue } from "../request_queue.ts";
+import { type RedisQueueClient, RedisRequestQueue } from "../redis_request_queue.ts";
+import type { CrawlQueue } from "../crawl_queue.ts";
 import type { RedisScopes } from "../redis_scopes.ts";
 import { obeyRobotsTxt } from "../robots_download.ts";
 import { shareBackoff } from "../shared_backoff.ts";
@@ -94,7 +96,9 @@ export interface CrawlOptions {
   /** The download. @default fetch with the settings' timeout and User-Agent */
   readonly download?: DownloadFn<RequestObject, FetchedResponse>;
   /** Requests a response leads to (link following), enqueued before the response is marked done. */
-  readonly follow?: (outcome: Outcome<RequestObject, FetchedResponse>) => Iterable<RequestObject>;
+  readonly follow?: (
+    outcome: Outcome<RequestObject, FetchedResponse>,
+  ) => Iterable<RequestObject> | PromiseLike<Iterable<RequestObject>>;
   /**
    * Archive every final response in this WARC file (`--warc`): its request
    * and response records are on disk before the request is marked done in
@@ -139,6 +143,21 @@ export interface CrawlOptions {
    * outage, `--redis-wait`) before it ends unsent. @default 120000
    */
   readonly sharedWaitMs?: number;
+  /**
+   * The request queue is a job in Redis shared by every worker on `prefix`
+   * (`--shared-queue`): the input seeds it, links found go to it, and the
+   * crawl ends when the job is finished (nothing queued or leased by anyone).
+   * `join`: wait for the job to be seeded (a worker started without input).
+   * Outages are waited for up to `sharedWaitMs`. The client is the caller's to close.
+   * @default the in-process queue
+   */
+  readonly sharedQueue?: {
+    readonly client: RedisQueueClient;
+    readonly prefix: string;
+    readonly join: boolean;
+    /** How long a taken request stays leased without renewal (`--redis-lease`). @default 60000 */
+    readonly leaseMs?: number;
+  };
   /** Stops the crawl (Ctrl-C): in-flight downloads are aborted, pending requests stay in the job directory. */
   readonly stop?: AbortSignal;
   /** Stop after this long (the demo). */
@@ -323,25 +342,44 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
     }),
   );
   const jobDir = options.jobDir ?? settings.queue.jobDir;
-  let queue: RequestQueue<RequestObject>;
+  const sharedQueue = options.sharedQueue;
+  let queue: CliQueue;
   try {
-    queue = new RequestQueue<RequestObject>({
-      // The throttler is the queue's view: both see the same scopes and slots.
-      view: throttler,
-      scheduler,
-      start: start$,
-      order: settings.queue.order,
-      fifo: settings.queue.fifo,
-      depthPriority: settings.queue.depthPriority,
-      dedupe: settings.queue.dedupe,
-      delayedRequestsWarnThreshold: settings.delayedRequestsWarnThreshold,
-      ...(jobDir !== undefined ? { jobDir } : {}),
-    });
+    queue = sharedQueue !== undefined
+      ? new RedisRequestQueue<RequestObject>(sharedQueue.client, {
+        prefix: sharedQueue.prefix,
+        view: throttler,
+        scheduler,
+        // A worker that joins seeds nothing: given start requests (even none),
+        // the queue would mark the job seeded.
+        ...(sharedQueue.join ? {} : { start: start$ }),
+        fifo: settings.queue.fifo,
+        depthPriority: settings.queue.depthPriority,
+        dedupe: settings.queue.dedupe,
+        outageWaitMs: options.sharedWaitMs ?? DEFAULT_REDIS_WAIT_MS,
+        awaitJob: sharedQueue.join,
+        ...(sharedQueue.leaseMs !== undefined ? { leaseMs: sharedQueue.leaseMs } : {}),
+      })
+      : new RequestQueue<RequestObject>({
+        // The throttler is the queue's view: both see the same scopes and slots.
+        view: throttler,
+        scheduler,
+        start: start$,
+        order: settings.queue.order,
+        fifo: settings.queue.fifo,
+        depthPriority: settings.queue.depthPriority,
+        dedupe: settings.queue.dedupe,
+        delayedRequestsWarnThreshold: settings.delayedRequestsWarnThreshold,
+        ...(jobDir !== undefined ? { jobDir } : {}),
+      });
   } catch (error) {
     eventsSub.unsubscribe();
     const message = firstLine(error);
     // Already one line naming the directory and the holder.
     if (error instanceof JobDirLockedError) return Promise.reject(new Error(message));
+    if (sharedQueue !== undefined) {
+      return Promise.reject(new Error(`Cannot open the shared queue: ${message}`));
+    }
     const dir = jobDir instanceof JobDirLock ? jobDir.dir : jobDir;
     return Promise.reject(new Error(`Cannot open job directory '${dir}': ${message}`));
   }
@@ -381,8 +419,14 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
   });
   const sharing = shared === undefined ? undefined : shareBackoff(shared, throttler);
   const title = (options.title ?? "politely crawl") +
-    (shared === undefined ? "" : ` (shared via Redis ${shared.prefix})`);
-  if (shared !== undefined && options.view === "plain") stdout.write(`${title}\n`);
+    (sharedQueue !== undefined
+      ? ` (shared queue via Redis ${sharedQueue.prefix})`
+      : shared === undefined
+      ? ""
+      : ` (shared via Redis ${shared.prefix})`);
+  if ((shared !== undefined || sharedQueue !== undefined) && options.view === "plain") {
+    stdout.write(`${title}\n`);
+  }
 
   return new Promise<CrawlResult>((resolve) => {
     let stoppedBy: CrawlResult["stoppedBy"];
@@ -502,22 +546,33 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
           }
         }
       };
-      closing(() => queue.close());
-      warningsSub.unsubscribe();
-      eventsSub.unsubscribe();
-      closing(() => output?.close());
-      closing(() => options.events?.close());
-      resolve({
-        stats,
-        stoppedBy,
-        endedAt: scheduler.now(),
-        pending: q.pending + q.inFlight + q.unsent,
-        unsent: q.unsent,
-        aborted,
-        filtered: q.filtered,
-        known: q.known,
-        throttler,
-        ...(failure !== undefined ? { error: failure } : {}),
+      // The shared queue's close is a promise: it gives back the requests
+      // this worker holds and sends its last acknowledgements.
+      let closed: unknown;
+      closing(() => {
+        closed = queue.close();
+      });
+      Promise.resolve(closed).catch((error: unknown) =>
+        closing(() => {
+          throw error;
+        })
+      ).then(() => {
+        warningsSub.unsubscribe();
+        eventsSub.unsubscribe();
+        closing(() => output?.close());
+        closing(() => options.events?.close());
+        resolve({
+          stats,
+          stoppedBy,
+          endedAt: scheduler.now(),
+          pending: q.pending + q.inFlight + q.unsent,
+          unsent: q.unsent,
+          aborted,
+          filtered: q.filtered,
+          known: q.known,
+          throttler,
+          ...(failure !== undefined ? { error: failure } : {}),
+        });
       });
     };
 
@@ -564,7 +619,10 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
           // job directory: not ended, the job directory keeps it and its line
           // is written when a resume ends it (written now, the resume's
           // line would be dropped as already written).
-          if (jobDir !== undefined && outcome.kind === "error" && isLocalFailure(outcome.error)) {
+          if (
+            (jobDir !== undefined || sharedQueue !== undefined) && outcome.kind === "error" &&
+            isLocalFailure(outcome.error)
+          ) {
             return;
           }
           try {
@@ -612,6 +670,19 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
     else if (failure !== undefined) queueMicrotask(() => end(undefined));
   });
 }
+
+/** What a crawl needs of its queue beside what `crawl()` does: the in-process one or the shared one. */
+type CliQueue = CrawlQueue<RequestObject> & {
+  stats(): {
+    readonly pending: number;
+    readonly inFlight: number;
+    readonly unsent: number;
+    readonly filtered: number;
+    readonly known: number;
+  };
+  readonly warnings$: Observable<QueueWarning>;
+  close(): void | Promise<void>;
+};
 
 /**
  * True for an error that a file could not be written (a full disk): the

@@ -103,11 +103,23 @@ export class LinkFollower {
    * A start URL: its domain is followed, and it counts against `maxPages`.
    *
    * @param request A request of the input.
+   * @returns The domain now followed (`undefined` for a URL without one).
    */
-  addStart(request: RequestObject): void {
+  addStart(request: RequestObject): string | undefined {
     const domain = domainOf(request.url);
     if (domain !== undefined) this.#domains.add(domain);
     if (this.#maxPages !== Infinity) this.#taken.add(request.url);
+    return domain;
+  }
+
+  /**
+   * A start URL's domain, learnt from another worker of a shared job (what
+   * `addStart` returned there).
+   *
+   * @param domain A registrable domain (with the port for IPs and single-label hosts).
+   */
+  addDomain(domain: string): void {
+    this.#domains.add(domain);
   }
 
   #allowed(url: string): boolean {

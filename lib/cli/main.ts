@@ -25,8 +25,10 @@ import { startDemoSites } from "../demo/sites.ts";
 import {
   COMMAND_USAGE,
   type CrawlArgs,
+  DEFAULT_REDIS_WAIT_MS,
   type DemoArgs,
   parseCliArgs,
+  type StatusArgs,
   USAGE,
   UsageError,
 } from "./args.ts";
@@ -45,6 +47,10 @@ import {
 import { type InputLine, openInput, parseInputLine } from "./input.ts";
 import { JsonLinesFile, recentOutputUrls } from "./json_lines_file.ts";
 import { LinkFollower } from "./follow.ts";
+import { SharedStartDomains } from "./shared_domains.ts";
+import { readRedisQueueStatus } from "../redis_queue_status.ts";
+import { RedisRequestQueueError } from "../redis_request_queue.ts";
+import { formatQueueStatus } from "./queue_status.ts";
 import { simulateCommand } from "./simulate_command.ts";
 import { JobDirLock, JobDirLockedError } from "../job_dir_lock.ts";
 import { openRedisOption, type RedisOption, RedisOptionError } from "./redis_option.ts";
@@ -269,7 +275,8 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     if (mode === "append" && args.output !== undefined) {
       alreadyWritten = recentOutputUrls(args.output);
     }
-    lines = await openInput(args.input);
+    // A worker joining a shared job reads no input.
+    lines = args.input === undefined ? noLines() : await openInput(args.input);
     files = openFiles(args.output, args.events, mode);
   } catch (error) {
     await warc?.close().catch(() => {});
@@ -278,9 +285,29 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     return fail(error instanceof Error ? error.message : String(error));
   }
   const follower = args.follow === undefined ? undefined : new LinkFollower(args.follow);
+  const sharedQueue = args.sharedQueue && redis !== undefined && args.redis !== undefined
+    ? {
+      client: redis.client,
+      prefix: args.redis.prefix,
+      join: args.input === undefined,
+      leaseMs: args.redis.leaseMs,
+    }
+    : undefined;
+  // In a shared job the start domains are the job's, in Redis.
+  const domains = follower !== undefined && sharedQueue !== undefined
+    ? new SharedStartDomains(
+      sharedQueue.client,
+      sharedQueue.prefix,
+      follower,
+      args.redis?.waitMs ?? DEFAULT_REDIS_WAIT_MS,
+    )
+    : undefined;
   const web = args.web === undefined ? undefined : webOption(args.web, {
     title: "politely crawl",
-    info: { input: args.input, ...(args.redis !== undefined ? { redis: args.redis.url } : {}) },
+    info: {
+      input: args.input ?? "(none: a worker of the shared job)",
+      ...(args.redis !== undefined ? { redis: args.redis.url } : {}),
+    },
     stderr: process.stderr,
   });
   const interrupt = stopSignals();
@@ -288,6 +315,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     const result = await runCrawl({
       shared: redis?.scopes,
       ...(args.redis !== undefined ? { sharedWaitMs: args.redis.waitMs } : {}),
+      ...(sharedQueue !== undefined ? { sharedQueue } : {}),
       settings: settings.settings,
       input: numbered(lines),
       jobDir: lock,
@@ -296,10 +324,15 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       ...(alreadyWritten !== undefined ? { alreadyWritten } : {}),
       ...(warc !== undefined ? { warc } : {}),
       ...(args.saveBodies !== undefined ? { saveBodies: args.saveBodies } : {}),
-      ...(follower !== undefined
+      ...(domains !== undefined
+        ? {
+          follow: (o: Parameters<LinkFollower["follow"]>[0]) => domains.follow(o),
+          onStart: (r: RequestObject) => domains.addStart(r),
+        }
+        : follower !== undefined
         ? {
           follow: (o: Parameters<LinkFollower["follow"]>[0]) => follower.follow(o),
-          onStart: (r: RequestObject) => follower.addStart(r),
+          onStart: (r: RequestObject) => void follower.addStart(r),
         }
         : {}),
       view: viewMode(args.plain, args.quiet),
@@ -313,6 +346,8 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     });
     // Said on stderr by the crawl, in one line naming the file.
     if (isWriteError(result.error)) return EXIT_USAGE;
+    // Said on stderr by the crawl; the job in Redis keeps every request.
+    if (result.error instanceof RedisRequestQueueError) return EXIT_UNSENT;
     try {
       await warc?.close();
     } catch (error) {
@@ -384,6 +419,33 @@ function openJobDirLock(dir: string | undefined): JobDirLock | undefined {
     process.stderr.write(`politely: warning: ${lock.tookOver.message}\n`);
   }
   return lock;
+}
+
+/** An input with no lines: a worker that joins a shared job. */
+async function* noLines(): AsyncIterable<string> {}
+
+/** `politely status`: a shared job's counts, read from Redis. */
+async function statusCommand(args: StatusArgs): Promise<number> {
+  let redis: RedisOption;
+  try {
+    redis = await openRedisOption(args.redis, { subscribe: false });
+  } catch (error) {
+    if (error instanceof RedisOptionError) return fail(error.message);
+    throw error;
+  }
+  try {
+    const status = await readRedisQueueStatus(redis.client, args.redis.prefix);
+    say(
+      args.json
+        ? JSON.stringify(status)
+        : formatQueueStatus(status, `${redis.where} ${args.redis.prefix}`),
+    );
+    return EXIT_OK;
+  } catch (error) {
+    return fail(`--redis ${redis.where}: cannot read the job: ${firstLine(error)}`);
+  } finally {
+    await redis.close();
+  }
 }
 
 async function demoCommand(args: DemoArgs): Promise<number> {
@@ -485,6 +547,8 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       return await demoCommand(args);
     case "simulate":
       return simulateCommand(args, { stdout: process.stdout, stderr: process.stderr });
+    case "status":
+      return await statusCommand(args);
   }
 }
 

@@ -49,12 +49,16 @@ export interface OpenRedisOptionOptions {
   readonly closeTimeoutMs?: number;
   /** Clock of the close time-out. @default asyncScheduler */
   readonly scheduler?: SchedulerLike;
+  /** Receive the other processes' messages (a second connection): not needed to read a job's status. @default true */
+  readonly subscribe?: boolean;
 }
 
 /** An open `--redis`: the shared store and the connection under it. */
 export interface RedisOption {
   /** The store the crawl shares its scope limits through. */
   readonly scopes: RedisScopes;
+  /** The connection itself (the shared request queue and `politely status` use it). */
+  readonly client: RedisScopesClient;
   /** The URL as it may be shown (password masked). */
   readonly where: string;
   /**
@@ -87,7 +91,7 @@ export interface RedisOption {
  * ```
  */
 export async function openRedisOption(
-  args: Pick<RedisArgs, "url" | "prefix">,
+  args: Pick<RedisArgs, "url" | "prefix"> & { readonly leaseMs?: number },
   options: OpenRedisOptionOptions = {},
 ): Promise<RedisOption> {
   const where = maskRedisUrl(args.url);
@@ -121,7 +125,11 @@ export async function openRedisOption(
   let scopes: RedisScopes;
   try {
     await client.connect();
-    scopes = await createRedisScopes(client, { prefix: args.prefix });
+    scopes = await createRedisScopes(client, {
+      prefix: args.prefix,
+      ...(args.leaseMs !== undefined ? { leaseMs: args.leaseMs } : {}),
+      ...(options.subscribe === false ? { subscribe: false } : {}),
+    });
   } catch (error) {
     client.destroy();
     throw new RedisOptionError(
@@ -147,6 +155,7 @@ export async function openRedisOption(
   };
   return {
     scopes,
+    client,
     where,
     close: () => closing ??= close(),
   };

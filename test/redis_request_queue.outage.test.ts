@@ -1,0 +1,171 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { createServer } from "node:net";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { waitFor } from "./_helpers/wait_for.ts";
+import { createClient } from "redis";
+import { RedisRequestQueue } from "../lib/redis_request_queue.ts";
+import { readRedisQueueStatus } from "../lib/redis_queue_status.ts";
+import { onCleanup, runCleanups } from "./_helpers/redis.ts";
+
+/** Hang limit of each test (real I/O; no timing is asserted). */
+const HANG_MS = 180_000;
+
+afterEach(runCleanups);
+
+/** A TCP port nothing listens on right now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.on("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const port = (probe.address() as AddressInfo).port;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** A redis-server of this test's own, its data kept in `dir` by an AOF written at every command. */
+function startRedisServer(port: number, dir: string, aof = true): ChildProcess {
+  const child = spawn("redis-server", [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    aof ? "yes" : "no",
+    "--appendfsync",
+    "always",
+    "--dir",
+    dir,
+  ], { stdio: "ignore" });
+  child.on("error", () => {});
+  return child;
+}
+
+async function waitForRedis(port: number): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const client = createClient({ socket: { port, host: "127.0.0.1", reconnectStrategy: false } });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+      await client.ping();
+      await client.close();
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  throw new Error(`redis-server on port ${port} did not answer within 10 s`);
+}
+
+describe("RedisRequestQueue through a Redis restart", () => {
+  it(
+    "RedisRequestQueue waits through a Redis killed and restarted with its AOF: every request handed out, every acknowledgement kept",
+    async () => {
+      const port = await freePort();
+      const dir = mkdtempSync(join(tmpdir(), "politely-queue-aof-"));
+      let redis = startRedisServer(port, dir);
+      onCleanup(() => redis.kill("SIGKILL"));
+      await waitForRedis(port);
+      const client = createClient({
+        socket: {
+          host: "127.0.0.1",
+          port,
+          reconnectStrategy: (retries: number) => Math.min(500, 50 * 2 ** retries),
+        },
+      });
+      client.on("error", () => {});
+      await client.connect();
+      onCleanup(() => client.destroy());
+      const urls = Array.from({ length: 40 }, (_, i) => `https://h${i % 4}.test/${i}`);
+      const queue = new RedisRequestQueue<string>(client, {
+        prefix: "outage:",
+        start: urls,
+        leaseMs: 2000,
+        pollMs: 20,
+      });
+      const got: string[] = [];
+      let acked = 0;
+      const done = new Promise<void>((resolve, reject) =>
+        queue.requests$.subscribe({
+          next: (url) => {
+            got.push(url);
+            // Ended a little later, as a download would be.
+            setTimeout(() => {
+              queue.markDone(url);
+              acked++;
+            }, 20);
+          },
+          error: reject,
+          complete: resolve,
+        })
+      );
+      await waitFor(() => expect(acked).toBeGreaterThanOrEqual(10));
+      redis.kill("SIGKILL");
+      await new Promise((r) => redis.once("exit", r));
+      // Down for a moment while the queue goes on asking.
+      await new Promise((r) => setTimeout(r, 1500));
+      redis = startRedisServer(port, dir);
+      await done;
+      // No warning is asserted: a client that queues commands while it
+      // reconnects may fail none of them, and then the queue only waits.
+      expect([...new Set(got)].sort()).toEqual([...urls].sort());
+      const status = await readRedisQueueStatus(client, "outage:");
+      expect(status).toMatchObject({ queued: 0, leased: 0, done: 40, finished: true });
+      // Handed out twice: only requests whose acknowledgement the kill lost.
+      console.log(`outage: ${got.length} handed out for ${urls.length} requests`);
+      await queue.close();
+    },
+    HANG_MS,
+  );
+
+  it(
+    "RedisRequestQueue errors, naming the loss, when Redis comes back without the job's data",
+    async () => {
+      const port = await freePort();
+      const dir = mkdtempSync(join(tmpdir(), "politely-queue-noaof-"));
+      let redis = startRedisServer(port, dir, false);
+      onCleanup(() => redis.kill("SIGKILL"));
+      await waitForRedis(port);
+      const client = createClient({
+        socket: {
+          host: "127.0.0.1",
+          port,
+          reconnectStrategy: (retries: number) => Math.min(500, 50 * 2 ** retries),
+        },
+      });
+      client.on("error", () => {});
+      await client.connect();
+      onCleanup(() => client.destroy());
+      const queue = new RedisRequestQueue<string>(client, {
+        prefix: "lost:",
+        start: ["https://a.test/1", "https://a.test/2"],
+        pollMs: 20,
+      });
+      onCleanup(() => queue.close().catch(() => {}));
+      const got: string[] = [];
+      const ended = new Promise<unknown>((resolve) =>
+        queue.requests$.subscribe({
+          next: (url) => got.push(url),
+          error: resolve,
+          complete: () => resolve("completed"),
+        })
+      );
+      await waitFor(() => expect(got.length).toBe(2));
+      redis.kill("SIGKILL");
+      await new Promise((r) => redis.once("exit", r));
+      redis = startRedisServer(port, dir, false);
+      await waitForRedis(port);
+      for (const url of got) queue.markDone(url);
+      const error = await ended;
+      expect(String(error)).toMatch(/job is gone from Redis .*appendonly yes/);
+    },
+    HANG_MS,
+  );
+});
