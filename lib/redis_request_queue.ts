@@ -15,6 +15,8 @@
  *
  * @module
  */
+import { deserializeRequest, metaDepth, serializeRequest } from "./_request_serialization.ts";
+import { errorReason } from "./_error_text.ts";
 import { createHash } from "node:crypto";
 import {
   asyncScheduler,
@@ -336,8 +338,9 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     this.#depthOf = options.depthOf;
     this.#dedupe = options.dedupe ?? true;
     this.#fingerprint = options.fingerprint ?? requestFingerprint;
-    this.#serialize = options.serialize ?? defaultSerialize;
-    this.#deserialize = options.deserialize ?? (defaultDeserialize as (data: unknown) => R);
+    this.#serialize = options.serialize ?? serializeRequest;
+    this.#deserialize = options.deserialize ??
+      ((data: unknown) => deserializeRequest(data, "Redis") as R);
     this.#leaseMs = ms("leaseMs", options.leaseMs ?? 60_000, 1);
     this.#renewEveryMs = ms("renewEveryMs", options.renewEveryMs ?? this.#leaseMs / 3, 1);
     this.#pollMs = ms("pollMs", options.pollMs ?? 250, 1);
@@ -506,7 +509,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
         if (this.#scheduler.now() - started >= this.#outageWaitMs) {
           throw new RedisRequestQueueError(
             `Cannot write to the shared queue ${this.keyBase} as Redis failed for longer than 'outageWaitMs' (${this.#outageWaitMs} ms): ${
-              reasonOf(error)
+              errorReason(error)
             }`,
             "write",
             { cause: error },
@@ -682,7 +685,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       this.#warn(
         "redis-queue",
         `The shared queue ${this.keyBase} cannot reach Redis (waiting up to ${this.#outageWaitMs} ms): ${
-          reasonOf(error)
+          errorReason(error)
         }`,
       );
     }
@@ -692,7 +695,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     subscriber.error(
       new RedisRequestQueueError(
         `Cannot take from the shared queue ${this.keyBase} as Redis failed for longer than 'outageWaitMs' (${this.#outageWaitMs} ms): ${
-          reasonOf(error)
+          errorReason(error)
         }`,
         "take",
         { cause: error },
@@ -895,56 +898,4 @@ function viewScopesOf<R>(view: QueueThrottleView): ((request: R) => QueueScopes)
     }
     return { scopes: (s as ViewScopes).names };
   };
-}
-
-function metaDepth(meta: { readonly [key: string]: unknown } | undefined): number {
-  const d = meta?.["depth"];
-  return typeof d === "number" && Number.isFinite(d) ? d : 0;
-}
-
-function isJsonSafe(value: unknown, depth: number): boolean {
-  if (value === null || typeof value === "string" || typeof value === "boolean") return true;
-  if (typeof value === "number") return Number.isFinite(value);
-  if (typeof value !== "object" || depth > 32) return false;
-  if (Array.isArray(value)) return value.every((v) => isJsonSafe(v, depth + 1));
-  const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) return false;
-  for (const k in value) {
-    if (!isJsonSafe((value as Record<string, unknown>)[k], depth + 1)) return false;
-  }
-  return true;
-}
-
-// The same forms as the job directory's serializer of request_queue.ts (kept
-// private there), so a request reads back the same from either store.
-function defaultSerialize(request: unknown): unknown {
-  if (typeof request === "string") return request;
-  if (request instanceof Request) {
-    if (request.body !== null) return undefined;
-    return ["Q", request.url, request.method, [...request.headers]];
-  }
-  return isJsonSafe(request, 0) && typeof request === "object" ? ["O", request] : undefined;
-}
-
-function defaultDeserialize(data: unknown): unknown {
-  if (typeof data === "string") return data;
-  if (Array.isArray(data)) {
-    if (data[0] === "O") return data[1];
-    if (data[0] === "Q") {
-      return new Request(data[1] as string, {
-        method: data[2] as string,
-        headers: data[3] as [string, string][],
-      });
-    }
-  }
-  throw new TypeError(
-    `Cannot read request from Redis: current value is ${describeValue(data, 200)}`,
-  );
-}
-
-function reasonOf(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  if (error.message !== "") return error.message;
-  const code = (error as { code?: unknown }).code;
-  return typeof code === "string" ? code : error.name;
 }

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { deserializeRequest, metaDepth, serializeRequest } from "./_request_serialization.ts";
 import { describeValue } from "./_describe_value.ts";
 import { scheduleAfter } from "./_timer.ts";
 import { InvalidRequestError } from "./download_errors.ts";
@@ -428,8 +429,9 @@ export class RequestQueue<R> {
     this.#depthOf = options.depthOf;
     this.#dedupe = options.dedupe ?? true;
     this.#fingerprint = options.fingerprint;
-    this.#serialize = options.serialize ?? defaultSerialize;
-    this.#deserialize = options.deserialize ?? (defaultDeserialize as (data: unknown) => R);
+    this.#serialize = options.serialize ?? serializeRequest;
+    this.#deserialize = options.deserialize ??
+      ((data: unknown) => deserializeRequest(data, "job directory") as R);
     this.#threshold = threshold;
     this.#scheduler = options.scheduler ?? asyncScheduler;
     this.#flushIntervalMs = flushIntervalMs;
@@ -1339,11 +1341,6 @@ function scopesFromMeta(request: unknown): QueueScopes | undefined {
   return { scopes, amounts: scopes.map((s) => record[s]) };
 }
 
-function metaDepth(meta: { readonly [key: string]: unknown } | undefined): number {
-  const d = meta?.["depth"];
-  return typeof d === "number" && Number.isFinite(d) ? d : 0;
-}
-
 function requestBodyOf(request: unknown): string {
   if (typeof request === "object" && request !== null && !(request instanceof Request)) {
     const b = (request as { body?: unknown }).body;
@@ -1355,41 +1352,4 @@ function requestBodyOf(request: unknown): string {
 /** A value in an error message, cut at 200 characters. */
 function describe(value: unknown): string {
   return describeValue(value, 200);
-}
-
-function isJsonSafe(value: unknown, depth: number): boolean {
-  if (value === null || typeof value === "string" || typeof value === "boolean") return true;
-  if (typeof value === "number") return Number.isFinite(value);
-  if (typeof value !== "object" || depth > 32) return false;
-  if (Array.isArray(value)) return value.every((v) => isJsonSafe(v, depth + 1));
-  const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) return false;
-  for (const k in value) {
-    if (!isJsonSafe((value as Record<string, unknown>)[k], depth + 1)) return false;
-  }
-  return true;
-}
-
-/** Default job directory serializer: strings, JSON-safe plain objects, body-less `Request`s. */
-function defaultSerialize(request: unknown): unknown {
-  if (typeof request === "string") return request;
-  if (request instanceof Request) {
-    if (request.body !== null) return undefined;
-    return ["Q", request.url, request.method, [...request.headers]];
-  }
-  return isJsonSafe(request, 0) && typeof request === "object" ? ["O", request] : undefined;
-}
-
-function defaultDeserialize(data: unknown): unknown {
-  if (typeof data === "string") return data;
-  if (Array.isArray(data)) {
-    if (data[0] === "O") return data[1];
-    if (data[0] === "Q") {
-      return new Request(data[1] as string, {
-        method: data[2] as string,
-        headers: data[3] as [string, string][],
-      });
-    }
-  }
-  throw new TypeError(`Cannot read request from job directory: current value is ${describe(data)}`);
 }

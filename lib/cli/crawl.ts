@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { errorLine } from "../_error_text.ts";
 import { firstLine } from "./_first_line.ts";
 import { createHash } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
@@ -213,7 +214,7 @@ export function outcomeRecord(outcome: Outcome<unknown, unknown>): Record<string
   const status = outcomeStatus(outcome);
   const record: Record<string, unknown> = { url: requestUrl(outcome.request) ?? null };
   if (outcome.kind === "response") record.status = status ?? null;
-  else record.error = describeError(outcome.error);
+  else record.error = errorLine(outcome.error);
   record.attempts = outcome.attempt;
   record.scopes = outcome.scopes;
   record.sentAt = Number.isFinite(outcome.sentAt) ? new Date(outcome.sentAt).toISOString() : null;
@@ -268,7 +269,7 @@ function responseFields(response: unknown): Record<string, unknown> {
 export function inputErrorRecord(error: InputLineError): Record<string, unknown> {
   return {
     url: null,
-    error: describeError(error),
+    error: errorLine(error),
     line: error.line,
     input: error.text,
     attempts: 0,
@@ -276,11 +277,6 @@ export function inputErrorRecord(error: InputLineError): Record<string, unknown>
     sentAt: null,
     latencyMs: 0,
   };
-}
-
-function describeError(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message.split("\n")[0]}`;
-  return String(error);
 }
 
 /**
@@ -695,7 +691,7 @@ export function isWriteError(error: unknown): boolean {
 
 /** A write error as its own one-line message (it names the file); anything else with its name. */
 function describeFailure(error: unknown): string {
-  return isWriteError(error) ? (error as Error).message : describeError(error);
+  return isWriteError(error) ? (error as Error).message : errorLine(error);
 }
 
 /** Scopes in order of first appearance; scopes without stats yet last. */
