@@ -1,6 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { type AddressInfo, createServer } from "node:net";
-import { createClient } from "redis";
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,6 +9,7 @@ import { maskRedisUrl, parseCliArgs, UsageError } from "../lib/cli/args.ts";
 import { openRedisOption, RedisOptionError } from "../lib/cli/redis_option.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
 import { connectRedis, onCleanup, REDIS_PORT, runCleanups } from "./_helpers/redis.ts";
+import { freePort, startRedisServer, waitForRedis } from "./_helpers/own_redis.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const MAIN = join(ROOT, "lib/cli/main.ts");
@@ -128,51 +127,6 @@ function writtenLines(path: string): number {
   } catch {
     return 0;
   }
-}
-
-/** A TCP port nothing listens on right now (for a Redis of a test's own). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.on("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const port = (probe.address() as AddressInfo).port;
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-/** A redis-server of a test's own on `port`, nothing saved (it comes back empty). */
-function startRedisServer(port: number): ChildProcess {
-  const child = spawn("redis-server", [
-    "--port",
-    String(port),
-    "--bind",
-    "127.0.0.1",
-    "--save",
-    "",
-    "--appendonly",
-    "no",
-  ], { stdio: "ignore" });
-  child.on("error", () => {});
-  return child;
-}
-
-/** Resolves once Redis on `port` answers a PING (fails after 10 s). */
-async function waitForRedis(port: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const client = createClient({ socket: { port, host: "127.0.0.1", reconnectStrategy: false } });
-    client.on("error", () => {});
-    try {
-      await client.connect();
-      await client.ping();
-      await client.close();
-      return;
-    } catch {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  throw new Error(`redis-server on port ${port} did not answer within 10 s`);
 }
 
 function tempDir(): string {

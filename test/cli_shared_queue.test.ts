@@ -1,7 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
-import { createServer as createTcpServer } from "node:net";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { join } from "node:path";
@@ -10,8 +7,8 @@ import { type RecordingServer, startRecordingServer } from "./_helpers/loopback_
 import { politely, readLines, tempDir } from "./_helpers/politely_cli.ts";
 import { connectRedis, onCleanup, REDIS_PORT, runCleanups } from "./_helpers/redis.ts";
 import { waitFor } from "./_helpers/wait_for.ts";
-import { createClient } from "redis";
 import { parseCliArgs } from "../lib/cli/args.ts";
+import { freePort, startRedisServer, waitForRedis } from "./_helpers/own_redis.ts";
 
 /** Hang limit of each test (real I/O; no timing is asserted). */
 const HANG_MS = 180_000;
@@ -115,48 +112,6 @@ function twice(fetches: readonly Fetch[]): Map<string, number> {
 async function unfinishedUrls(admin: Awaited<ReturnType<typeof connectRedis>>, prefix: string) {
   const records = await admin.hVals(`{${prefix}}q:req`);
   return records.map((r) => (JSON.parse(r) as [string, string, ["O", { url: string }]])[2][1].url);
-}
-
-/** A TCP port nothing listens on right now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createTcpServer();
-    probe.on("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const port = (probe.address() as AddressInfo).port;
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-/** A redis-server of the test's own that keeps its data in `dir` (AOF, written at every command). */
-function startRedisServer(port: number, dir: string): ChildProcess {
-  const child = spawn("redis-server", [
-    "--port",
-    String(port),
-    "--bind",
-    "127.0.0.1",
-    "--save",
-    "",
-    "--appendonly",
-    "yes",
-    "--appendfsync",
-    "always",
-    "--dir",
-    dir,
-  ], { stdio: "ignore" });
-  child.on("error", () => {});
-  return child;
-}
-
-async function waitForRedis(port: number): Promise<void> {
-  await waitFor(async () => {
-    const client = createClient({ socket: { port, host: "127.0.0.1", reconnectStrategy: false } });
-    client.on("error", () => {});
-    await client.connect();
-    await client.ping();
-    await client.close();
-  }, { timeoutMs: 10_000, intervalMs: 50 });
 }
 
 describe("politely crawl --shared-queue", () => {

@@ -1,7 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
-import { createServer } from "node:net";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -10,59 +7,12 @@ import { createClient } from "redis";
 import { RedisRequestQueue } from "../lib/redis_request_queue.ts";
 import { readRedisQueueStatus } from "../lib/redis_queue_status.ts";
 import { onCleanup, runCleanups } from "./_helpers/redis.ts";
+import { freePort, startRedisServer, waitForRedis } from "./_helpers/own_redis.ts";
 
 /** Hang limit of each test (real I/O; no timing is asserted). */
 const HANG_MS = 180_000;
 
 afterEach(runCleanups);
-
-/** A TCP port nothing listens on right now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.on("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const port = (probe.address() as AddressInfo).port;
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-/** A redis-server of this test's own, its data kept in `dir` by an AOF written at every command. */
-function startRedisServer(port: number, dir: string, aof = true): ChildProcess {
-  const child = spawn("redis-server", [
-    "--port",
-    String(port),
-    "--bind",
-    "127.0.0.1",
-    "--save",
-    "",
-    "--appendonly",
-    aof ? "yes" : "no",
-    "--appendfsync",
-    "always",
-    "--dir",
-    dir,
-  ], { stdio: "ignore" });
-  child.on("error", () => {});
-  return child;
-}
-
-async function waitForRedis(port: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const client = createClient({ socket: { port, host: "127.0.0.1", reconnectStrategy: false } });
-    client.on("error", () => {});
-    try {
-      await client.connect();
-      await client.ping();
-      await client.close();
-      return;
-    } catch {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  throw new Error(`redis-server on port ${port} did not answer within 10 s`);
-}
 
 describe("RedisRequestQueue through a Redis restart", () => {
   it(
@@ -129,8 +79,7 @@ describe("RedisRequestQueue through a Redis restart", () => {
     "RedisRequestQueue errors, naming the loss, when Redis comes back without the job's data",
     async () => {
       const port = await freePort();
-      const dir = mkdtempSync(join(tmpdir(), "politely-queue-noaof-"));
-      let redis = startRedisServer(port, dir, false);
+      let redis = startRedisServer(port);
       onCleanup(() => redis.kill("SIGKILL"));
       await waitForRedis(port);
       const client = createClient({
@@ -160,7 +109,7 @@ describe("RedisRequestQueue through a Redis restart", () => {
       await waitFor(() => expect(got.length).toBe(2));
       redis.kill("SIGKILL");
       await new Promise((r) => redis.once("exit", r));
-      redis = startRedisServer(port, dir, false);
+      redis = startRedisServer(port);
       await waitForRedis(port);
       for (const url of got) queue.markDone(url);
       const error = await ended;
