@@ -15,6 +15,7 @@
  *
  * @module
  */
+import { viewScopesOf } from "./_view_scopes.ts";
 import { deserializeRequest, metaDepth, serializeRequest } from "./_request_serialization.ts";
 import { errorReason } from "./_error_text.ts";
 import { createHash } from "node:crypto";
@@ -51,7 +52,6 @@ import {
   type QueueScopes,
   type QueueThrottleView,
   type QueueWarning,
-  type ViewScopes,
 } from "./request_queue.ts";
 
 /** The part of a Redis client the queue uses; a connected node-redis client fits. */
@@ -332,7 +332,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     this.#keys = queueKeys(this.keyBase);
     const view = options.view ?? UNLIMITED_VIEW;
     this.#view = view;
-    this.#scopesOf = options.scopesOf ?? viewScopesOf<R>(view) ?? defaultScopesOf;
+    this.#scopesOf = options.scopesOf ?? viewScopesOf<R>(view, defaultScopesOf) ?? defaultScopesOf;
     this.#fifo = options.fifo ?? false;
     this.#depthPriority = ms("depthPriority", options.depthPriority ?? 0, -Infinity);
     this.#depthOf = options.depthOf;
@@ -881,21 +881,4 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
 /** 96 bits of the SHA-1 of a fingerprint, as 16 base64 characters: what Redis keeps per seen request. */
 function compactFingerprint(fingerprint: string): string {
   return createHash("sha1").update(fingerprint).digest("base64").slice(0, 16);
-}
-
-/** The default `scopesOf` from a view that resolves scopes itself (a throttler). */
-function viewScopesOf<R>(view: QueueThrottleView): ((request: R) => QueueScopes) | undefined {
-  const resolve = view.resolveScopes as
-    | ((request: R) => ViewScopes | PromiseLike<ViewScopes>)
-    | undefined;
-  if (resolve === undefined || view.usesDefaultScopes === true) return undefined;
-  return (request) => {
-    const s = resolve.call(view, request);
-    if (typeof (s as PromiseLike<ViewScopes>).then === "function") {
-      // The gate resolves (and reports a failure) itself.
-      (s as PromiseLike<ViewScopes>).then(undefined, () => {});
-      return defaultScopesOf(request);
-    }
-    return { scopes: (s as ViewScopes).names };
-  };
 }

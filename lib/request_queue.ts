@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { viewScopesOf } from "./_view_scopes.ts";
 import { deserializeRequest, metaDepth, serializeRequest } from "./_request_serialization.ts";
 import { describeValue } from "./_describe_value.ts";
 import { scheduleAfter } from "./_timer.ts";
@@ -422,7 +423,7 @@ export class RequestQueue<R> {
     // at enqueue, so bad requests are refused the same way.
     this.#oneSet = order === "priority" ||
       (view === UNLIMITED_VIEW && order === "throttling-aware");
-    this.#scopesOf = options.scopesOf ?? viewScopesOf<R>(view);
+    this.#scopesOf = options.scopesOf ?? viewScopesOf<R>(view, defaultScopesOf);
     this.#order = order;
     this.#fifo = options.fifo ?? false;
     this.#depthPriority = depthPriority;
@@ -1263,24 +1264,6 @@ function definedOnly<T extends object>(options: T): Partial<T> {
     if (v !== undefined) (out as Record<string, unknown>)[k] = v;
   }
   return out;
-}
-
-/** The default `scopesOf` from a view that resolves scopes itself (a throttler). */
-function viewScopesOf<R>(view: QueueThrottleView): ((request: R) => QueueScopes) | undefined {
-  const resolve = view.resolveScopes as
-    | ((request: R) => ViewScopes | PromiseLike<ViewScopes>)
-    | undefined;
-  if (resolve === undefined || view.usesDefaultScopes === true) return undefined;
-  return (request) => {
-    const s = resolve.call(view, request);
-    if (typeof (s as PromiseLike<ViewScopes>).then === "function") {
-      // The gate resolves (and reports a failure) itself.
-      (s as PromiseLike<ViewScopes>).then(undefined, () => {});
-      return defaultScopesOf(request);
-    }
-    const v = s as ViewScopes;
-    return v.amounts === undefined ? { scopes: v.names } : { scopes: v.names, amounts: v.amounts };
-  };
 }
 
 function parseRequestUrl(request: unknown): URL {
