@@ -24,12 +24,20 @@ const STALE_MS = 1000;
  *
  * @example
  * ```ts
+ * import type { FetchedResponse } from "../fetch_download.ts";
+ * import type { Outcome } from "../outcome.ts";
+ * import type { RedisQueueClient } from "../redis_request_queue.ts";
+ * import type { RequestObject } from "../request.ts";
  * import { LinkFollower } from "./follow.ts";
  * import { SharedStartDomains } from "./shared_domains.ts";
- * const follower = new LinkFollower();
- * const domains = new SharedStartDomains(client, "job1:", follower);
- * domains.addStart({ url: "https://example.com/" }); // a seeding worker
- * const links = await domains.follow(outcome); // any worker
+ * // A worker of the shared job "job1:", on the queue's Redis connection.
+ * function worker(client: RedisQueueClient) {
+ *   const domains = new SharedStartDomains(client, "job1:", new LinkFollower(), 120_000);
+ *   domains.addStart({ url: "https://example.com/" }); // a seeding worker
+ *   // Any worker: the links of a page, on the job's start domains.
+ *   return (page: Outcome<RequestObject, FetchedResponse>) => domains.follow(page);
+ * }
+ * console.assert(typeof worker === "function");
  * ```
  */
 export class SharedStartDomains {
