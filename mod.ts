@@ -3,6 +3,9 @@
  * site or API allows and no faster. Scrapy's throttling, backoff, rampup and
  * request scheduler, as RxJS operators and observable stores.
  *
+ * The operators are in `operators/`, what they stand on in `lib/`
+ * (`lib/README.md` maps it by subsystem).
+ *
  * @module
  */
 export * from "./lib/request.ts";

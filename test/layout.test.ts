@@ -47,4 +47,13 @@ describe("layout", () => {
     });
     expect(offenders).toEqual([]);
   });
+
+  it("lib/README.md names every file and folder of lib/", () => {
+    const map = readFileSync(join(ROOT, "lib", "README.md"), "utf8");
+    const unnamed = readdirSync(join(ROOT, "lib"))
+      .filter((name) => name !== "README.md")
+      .map((name) => statSync(join(ROOT, "lib", name)).isDirectory() ? `${name}/` : name)
+      .filter((name) => !map.includes(`\`${name}\``));
+    expect(unnamed).toEqual([]);
+  });
 });
