@@ -14,6 +14,21 @@ const HANG_MS = 180_000;
 
 afterEach(runCleanups);
 
+/** A client of the test's own Redis that reconnects (backing off to 500 ms) while it is down. */
+async function reconnectingClient(port: number) {
+  const client = createClient({
+    socket: {
+      host: "127.0.0.1",
+      port,
+      reconnectStrategy: (retries: number) => Math.min(500, 50 * 2 ** retries),
+    },
+  });
+  client.on("error", () => {});
+  await client.connect();
+  onCleanup(() => client.destroy());
+  return client;
+}
+
 describe("RedisRequestQueue through a Redis restart", () => {
   it(
     "RedisRequestQueue waits through a Redis killed and restarted with its AOF: every request handed out, every acknowledgement kept",
@@ -23,16 +38,7 @@ describe("RedisRequestQueue through a Redis restart", () => {
       let redis = startRedisServer(port, dir);
       onCleanup(() => redis.kill("SIGKILL"));
       await waitForRedis(port);
-      const client = createClient({
-        socket: {
-          host: "127.0.0.1",
-          port,
-          reconnectStrategy: (retries: number) => Math.min(500, 50 * 2 ** retries),
-        },
-      });
-      client.on("error", () => {});
-      await client.connect();
-      onCleanup(() => client.destroy());
+      const client = await reconnectingClient(port);
       const urls = Array.from({ length: 40 }, (_, i) => `https://h${i % 4}.test/${i}`);
       const queue = new RedisRequestQueue<string>(client, {
         prefix: "outage:",
@@ -82,16 +88,7 @@ describe("RedisRequestQueue through a Redis restart", () => {
       let redis = startRedisServer(port);
       onCleanup(() => redis.kill("SIGKILL"));
       await waitForRedis(port);
-      const client = createClient({
-        socket: {
-          host: "127.0.0.1",
-          port,
-          reconnectStrategy: (retries: number) => Math.min(500, 50 * 2 ** retries),
-        },
-      });
-      client.on("error", () => {});
-      await client.connect();
-      onCleanup(() => client.destroy());
+      const client = await reconnectingClient(port);
       const queue = new RedisRequestQueue<string>(client, {
         prefix: "lost:",
         start: ["https://a.test/1", "https://a.test/2"],
