@@ -589,9 +589,8 @@ export class RampupController {
     // queues them (a leaky queue) looks like a cap served in full at the
     // refusal and the higher count only delays the rate it needs (zoo, 20
     // seeds: 4 more rampup misses with it). The admitted overlaps alone there.
-    const served = this.limits.mode === "rampup"
-      ? this.#servedAtOnce(now)
-      : Math.max(this.#servedAtOnce(now), this.#servedAt(sentAt));
+    const once = this.#servedAtOnce(now);
+    const served = this.limits.mode === "rampup" ? once : Math.max(once, this.#servedAt(sentAt));
     return served >= 1 ? Math.min(f - 1, served) : f - 1;
   }
 

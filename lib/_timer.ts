@@ -49,3 +49,16 @@ export function scheduleAfter(
 export function timerDelay(ms: number): number {
   return ms > MAX_TIMER_MS ? MAX_TIMER_MS : ms > 0 ? ms : 0;
 }
+
+/** A promise of `scheduleAfter`: resolves after `delayMs` on `scheduler`. */
+export function sleepOn(scheduler: SchedulerLike, delayMs: number): Promise<void> {
+  return new Promise((resolve) => scheduleAfter(scheduler, delayMs, resolve));
+}
+
+/**
+ * The pause before the `tries`-th new try through a Redis outage: 100 ms,
+ * doubling, at most 2 s (the shared queue and the shared start domains).
+ */
+export function outagePauseMs(tries: number): number {
+  return Math.min(2000, 50 * 2 ** Math.min(6, tries));
+}

@@ -111,3 +111,27 @@ export class TtlCache<V> {
     return entry;
   }
 }
+
+/**
+ * A cache's numeric option, checked at construction (the DNS and robots.txt
+ * caches): `value` back, or a RangeError naming the cache and the option.
+ */
+export function checkCacheOption(
+  cache: string,
+  name: string,
+  value: unknown,
+  min: number,
+  integer: boolean,
+): number {
+  if (
+    typeof value !== "number" || !Number.isFinite(value) || value < min ||
+    (integer && !Number.isInteger(value))
+  ) {
+    throw new RangeError(
+      `Cannot create ${cache} as '${name}' must be ${
+        integer ? "an integer" : "a finite number"
+      } >= ${min}: current value is ${value}`,
+    );
+  }
+  return value;
+}

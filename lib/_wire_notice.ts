@@ -18,10 +18,15 @@
  */
 import diagnostics from "node:diagnostics_channel";
 
-/** The callback of the `fetch()` call in progress (set only during the call). */
-let calling: (() => void) | undefined;
-/** undici's request object → the callback of the download that created it. */
-const waiting = new WeakMap<object, () => void>();
+/** What the download goes out for (a request's `DownloadContext`). */
+interface GoingOut {
+  wentOut(): void;
+}
+
+/** The download of the `fetch()` call in progress (set only during the call). */
+let calling: GoingOut | undefined;
+/** undici's request object → the download that created it. */
+const waiting = new WeakMap<object, GoingOut>();
 let subscribed = false;
 
 function subscribe(): void {
@@ -40,23 +45,23 @@ function subscribe(): void {
     const f = waiting.get(request);
     if (f === undefined) return;
     waiting.delete(request);
-    f();
+    f.wentOut();
   });
 }
 
 /**
- * Call `doFetch(url, init)`, and `wentOut()` once when the request's headers
- * are written to the socket (under Node's fetch; never elsewhere, nor when
- * the request is created after the call returns).
+ * Call `doFetch(url, init)`, and `download.wentOut()` once when the request's
+ * headers are written to the socket (under Node's fetch; never elsewhere, nor
+ * when the request is created after the call returns).
  */
 export function fetchNotingWire(
   doFetch: typeof fetch,
   url: string,
   init: RequestInit,
-  wentOut: () => void,
+  download: GoingOut,
 ): Promise<Response> {
   if (!subscribed) subscribe();
-  calling = wentOut;
+  calling = download;
   try {
     return doFetch(url, init);
   } finally {

@@ -7,7 +7,7 @@
  */
 import { asyncScheduler, type SchedulerLike } from "rxjs";
 import { DownloadFailedError } from "./download_errors.ts";
-import { type Loaded, TtlCache } from "./_ttl_cache.ts";
+import { checkCacheOption, type Loaded, TtlCache } from "./_ttl_cache.ts";
 
 /** Resolves a host name to its addresses, best first. */
 export type DnsResolver = (host: string) => Promise<readonly string[]>;
@@ -111,15 +111,6 @@ async function systemResolve(host: string): Promise<readonly string[]> {
   return found.map((a) => a.address);
 }
 
-function checkMs(name: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
-    throw new RangeError(
-      `Cannot create DNS cache as '${name}' must be a finite number >= 0: current value is ${value}`,
-    );
-  }
-  return value;
-}
-
 /**
  * Create a DNS cache.
  *
@@ -144,14 +135,21 @@ export function createDnsCache(options: DnsCacheOptions = {}): DnsCache {
       }`,
     );
   }
-  const ttlMs = checkMs("ttlMs", options.ttlMs ?? 300_000);
-  const failureTtlMs = checkMs("failureTtlMs", options.failureTtlMs ?? 5_000);
-  const maxEntries = options.maxEntries ?? 100_000;
-  if (!Number.isInteger(maxEntries) || maxEntries < 0) {
-    throw new RangeError(
-      `Cannot create DNS cache as 'maxEntries' must be an integer >= 0: current value is ${maxEntries}`,
-    );
-  }
+  const ttlMs = checkCacheOption("DNS cache", "ttlMs", options.ttlMs ?? 300_000, 0, false);
+  const failureTtlMs = checkCacheOption(
+    "DNS cache",
+    "failureTtlMs",
+    options.failureTtlMs ?? 5_000,
+    0,
+    false,
+  );
+  const maxEntries = checkCacheOption(
+    "DNS cache",
+    "maxEntries",
+    options.maxEntries ?? 100_000,
+    0,
+    true,
+  );
   const scheduler = options.scheduler ?? asyncScheduler;
   const entries = new TtlCache<string>({ maxEntries, scheduler, failureTtlMs });
 

@@ -150,8 +150,8 @@ export function createFetchDownload(
     try {
       const response = await (context.wentOut === undefined
         ? doFetch(url, init)
-        : fetchNotingWire(doFetch, url, init, () =>
-          context.wentOut!()));
+        // The context itself is told (`wentOut` is its method): no closure per request.
+        : fetchNotingWire(doFetch, url, init, context as { wentOut(): void }));
       phase = "body";
       const warn = (bytes: number, announced: boolean) =>
         onSizeWarning?.({ url, bytes, announced, warnSizeBytes: warnSize });

@@ -34,7 +34,7 @@ import {
   type Subscriber,
   type Subscription,
 } from "rxjs";
-import { scheduleAfter } from "./_timer.ts";
+import { outagePauseMs, scheduleAfter, sleepOn } from "./_timer.ts";
 import { describeValue } from "./_describe_value.ts";
 import {
   queueKeyBase,
@@ -266,6 +266,8 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   #toUnsend: string[] = [];
   /** READY's first scope sets, as the last take saw them. */
   #heads: readonly string[] = [];
+  /** `#heads` split into their scope names (split once per take, read at every change). */
+  #headScopes: readonly string[][] = [];
   #headsKnown = false;
   /** This worker's turn among scope sets of equal priority: where its next take's window starts. */
   #offset: number;
@@ -370,6 +372,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     let scopes: readonly string[];
     let fp = "";
     let data: unknown;
+    const meta = requestMeta(request);
     try {
       scopes = this.#scopesOf(request).scopes;
       if (scopes.length === 0) {
@@ -378,7 +381,6 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
           { input: request, field: "scopes" },
         );
       }
-      const meta = requestMeta(request);
       if (this.#dedupe && meta?.dontFilter !== true) {
         fp = compactFingerprint(this.#fingerprint(request));
       }
@@ -401,7 +403,6 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       );
     }
     const set = scopes.length === 1 ? scopes[0]! : [...scopes].sort().join("\u0000");
-    const meta = requestMeta(request);
     const depth = this.#depthOf ? this.#depthOf(request) : metaDepth(meta);
     const priority = requestPriority(request) - depth * this.#depthPriority;
     const score = String(priority === 0 ? 0 : -priority);
@@ -515,7 +516,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
             { cause: error },
           );
         }
-        await this.#sleep(Math.min(2000, 50 * 2 ** Math.min(6, ++this.#outageTries)));
+        await this.#sleep(outagePauseMs(++this.#outageTries));
       }
     }
   }
@@ -616,10 +617,11 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   /** The known scope sets the view blocks now. */
   #excluded(): string[] {
     const out: string[] = [];
-    for (const set of this.#heads) {
-      const w = this.#view.waitMs(set.split("\u0000"), undefined);
+    const heads = this.#heads;
+    for (let i = 0; i < heads.length; i++) {
+      const w = this.#view.waitMs(this.#headScopes[i]!, undefined);
       if (w > 0 || Number.isNaN(w)) {
-        out.push(set);
+        out.push(heads[i]!);
         if (out.length >= MAX_EXCLUDED) break;
       }
     }
@@ -653,7 +655,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       } catch (error) {
         // Closing: close() sends what is left, with its own wait.
         if (this.#closed || !this.#onOutage(error)) break;
-        await this.#sleep(Math.min(2000, 50 * 2 ** Math.min(6, this.#outageTries)));
+        await this.#sleep(outagePauseMs(this.#outageTries));
         if (this.#closed && this.#subscriber === undefined) break;
         continue;
       }
@@ -705,7 +707,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   }
 
   #sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => scheduleAfter(this.#scheduler, ms, resolve));
+    return sleepOn(this.#scheduler, ms);
   }
 
   #run(name: QueueScriptName, args: readonly string[]): Promise<unknown> {
@@ -778,6 +780,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     this.#pending = Number(queued);
     this.#leased = Number(leased);
     this.#heads = heads;
+    this.#headScopes = heads.map((set) => set.split("\u0000"));
     if (!this.#headsKnown) {
       this.#headsKnown = true;
       return true;

@@ -38,7 +38,7 @@
 import robotsParserModule from "robots-parser";
 import { asyncScheduler, type SchedulerLike, timer } from "rxjs";
 import { originScope } from "./domain_scopes.ts";
-import { type Loaded, TtlCache } from "./_ttl_cache.ts";
+import { checkCacheOption, type Loaded, TtlCache } from "./_ttl_cache.ts";
 
 /** The part of robots-parser's `Robot` we use. */
 interface ParsedRobots {
@@ -163,20 +163,6 @@ export function isRobotsTxtPath(url: string): boolean {
   } catch {
     return false;
   }
-}
-
-function checkNumber(name: string, value: unknown, min: number, integer: boolean): number {
-  if (
-    typeof value !== "number" || !Number.isFinite(value) || value < min ||
-    (integer && !Number.isInteger(value))
-  ) {
-    throw new RangeError(
-      `Cannot create robots.txt cache as '${name}' must be ${
-        integer ? "an integer" : "a finite number"
-      } >= ${min}: current value is ${value}`,
-    );
-  }
-  return value;
 }
 
 /** Reject with the signal's reason as soon as it aborts, whatever `promise` does. */
@@ -329,12 +315,48 @@ export function createRobotsTxtCache(options: RobotsTxtCacheOptions): RobotsTxtC
     );
   }
   const scheduler = options.scheduler ?? asyncScheduler;
-  const maxBytes = checkNumber("maxBytes", options.maxBytes ?? 512_000, 1, true);
-  const timeoutMs = checkNumber("timeoutMs", options.timeoutMs ?? 180_000, 0, false);
-  const ttlMs = checkNumber("ttlMs", options.ttlMs ?? 86_400_000, 0, false);
-  const errorTtlMs = checkNumber("errorTtlMs", options.errorTtlMs ?? 60_000, 0, false);
-  const maxRedirects = checkNumber("maxRedirects", options.maxRedirects ?? 5, 0, true);
-  const maxEntries = checkNumber("maxEntries", options.maxEntries ?? 100_000, 0, true);
+  const maxBytes = checkCacheOption(
+    "robots.txt cache",
+    "maxBytes",
+    options.maxBytes ?? 512_000,
+    1,
+    true,
+  );
+  const timeoutMs = checkCacheOption(
+    "robots.txt cache",
+    "timeoutMs",
+    options.timeoutMs ?? 180_000,
+    0,
+    false,
+  );
+  const ttlMs = checkCacheOption(
+    "robots.txt cache",
+    "ttlMs",
+    options.ttlMs ?? 86_400_000,
+    0,
+    false,
+  );
+  const errorTtlMs = checkCacheOption(
+    "robots.txt cache",
+    "errorTtlMs",
+    options.errorTtlMs ?? 60_000,
+    0,
+    false,
+  );
+  const maxRedirects = checkCacheOption(
+    "robots.txt cache",
+    "maxRedirects",
+    options.maxRedirects ?? 5,
+    0,
+    true,
+  );
+  const maxEntries = checkCacheOption(
+    "robots.txt cache",
+    "maxEntries",
+    options.maxEntries ?? 100_000,
+    0,
+    true,
+  );
   // load() never rejects (fetch trouble is an "unreachable" answer): no failure TTL.
   const entries = new TtlCache<RobotsRules>({ maxEntries, scheduler });
 

@@ -265,8 +265,9 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     if (this.#x?.ramp === undefined && admitted(result, this.config.backoff.httpCodes)) {
       this.#admits++;
       const sentAt = result.sentAt ?? now - result.latencyMs;
-      const f = this.#sends?.take(sentAt, false) ?? 1;
-      this.#sends?.admitted(sentAt, f);
+      const sends = this.#sends;
+      const f = sends?.take(sentAt, false) ?? 1;
+      sends?.admitted(sentAt, f);
       if (f > this.#admittedUpTo) this.#admittedUpTo = f;
       // One more per admitted answer, at most doubling per round (a few round
       // trips, at least MIN_ROUND_MS), as rampup's slow start does: growing

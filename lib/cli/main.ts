@@ -25,7 +25,6 @@ import { startDemoSites } from "../demo/sites.ts";
 import {
   COMMAND_USAGE,
   type CrawlArgs,
-  DEFAULT_REDIS_WAIT_MS,
   type DemoArgs,
   parseCliArgs,
   type StatusArgs,
@@ -291,6 +290,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       prefix: args.redis.prefix,
       join: args.input === undefined,
       leaseMs: args.redis.leaseMs,
+      waitMs: args.redis.waitMs,
     }
     : undefined;
   // In a shared job the start domains are the job's, in Redis.
@@ -299,7 +299,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       sharedQueue.client,
       sharedQueue.prefix,
       follower,
-      args.redis?.waitMs ?? DEFAULT_REDIS_WAIT_MS,
+      sharedQueue.waitMs,
     )
     : undefined;
   const web = args.web === undefined ? undefined : webOption(args.web, {

@@ -7,7 +7,7 @@
  * @module
  */
 import { asyncScheduler, type SchedulerLike } from "rxjs";
-import { scheduleAfter } from "../_timer.ts";
+import { outagePauseMs, sleepOn } from "../_timer.ts";
 import { queueKeyBase } from "../_redis_queue_scripts.ts";
 import type { FetchedResponse } from "../fetch_download.ts";
 import type { Outcome } from "../outcome.ts";
@@ -126,8 +126,7 @@ export class SharedStartDomains {
           this.#readAt = -Infinity; // asked again at the next page
           throw error;
         }
-        const pause = Math.min(2000, 50 * 2 ** Math.min(6, tries));
-        await new Promise<void>((resolve) => scheduleAfter(this.#scheduler, pause, resolve));
+        await sleepOn(this.#scheduler, outagePauseMs(tries));
       }
     }
   }

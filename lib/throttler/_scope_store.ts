@@ -19,7 +19,7 @@ import {
 } from "../settings.ts";
 import type { SchedulerLike } from "rxjs";
 import { ThrottlerEvents } from "./_events.ts";
-import { clearTimer, DefaultScopeEntry, type ScopeEntry } from "./_scope_entry.ts";
+import { clearTimer, clearWake, DefaultScopeEntry, type ScopeEntry } from "./_scope_entry.ts";
 
 /** Evicted entries kept for reuse (see `ScopeStore.#pool`). */
 const POOL_MAX = 1024;
@@ -268,11 +268,8 @@ export abstract class ScopeStore extends ThrottlerEvents {
   }
 
   #evict(scope: string, entry: ScopeEntry, reason: "idle" | "limit", now: number): void {
-    const t = entry.timers;
-    if (t !== undefined) {
-      clearTimer(entry);
-      t.wake?.unsubscribe();
-    }
+    clearTimer(entry);
+    clearWake(entry);
     this.#entries.delete(entry);
     this.#unlink(entry);
     if (
