@@ -106,6 +106,12 @@ const LATENCY_WEIGHT = 0.2;
  * bucket's saved burst hides a pace above its rate for longer).
  */
 const STRICT_SENDS = 4;
+/**
+ * A refusal at the first sends of a pace with no quiet pace known cuts to a
+ * quarter while the pace is this far above the rate admitted since the first
+ * send (see `onTrigger`).
+ */
+const QUARTER_ABOVE = 2;
 /** Admits a period needs before its block is read as a window. */
 const WINDOW_MIN_ADMITS = 3;
 /** A window's estimated rate may be this much too low: bisection may climb that far above it. */
@@ -149,6 +155,8 @@ export class RampupController {
   readonly #admitTimes = new Float64Array(RING);
   readonly #admitStarts = new Float64Array(RING);
   #admitCount = 0;
+  /** Admits since the scope's first send. */
+  #allAdmits = 0;
   #firstSendAt = Number.NaN;
   /** The first send this controller saw (it may be made at a scope's first trigger). */
   #firstOwnSendAt = Infinity;
@@ -208,6 +216,7 @@ export class RampupController {
         this.#firstSendAt = before.firstSentAt;
         this.#periodStart = before.firstSentAt;
         this.#periodAdmits = before.admits;
+        this.#allAdmits = before.admits;
       }
       if (before.sends !== undefined) this.#sends.copyFrom(before.sends);
       if (before.admits > 0) this.#cycleAdmits = before.admits;
@@ -262,6 +271,7 @@ export class RampupController {
     const f = this.#fOf(sentAt, false);
     if (f !== undefined) this.#admitAtF[Math.min(f, MAX_F)]!++;
     this.#periodAdmits++;
+    this.#allAdmits++;
     if ((sentAt ?? now) >= this.#cycleStart) this.#cycleAdmits++;
     this.#admitStarts[this.#admitCount % RING] = sentAt ?? now;
     this.#admitTimes[this.#admitCount++ % RING] = now;
@@ -457,6 +467,7 @@ export class RampupController {
       // The probe's wait is the scope's own hold: not slow sending either.
       const from = Math.max(now, this.#heldUntil);
       if (until > from) this.#heldMs += until - from;
+      if (!Number.isNaN(this.#episodeStart)) this.#episodeHolds++;
       this.#lastCutAt = now;
       // One probe at a time: a burst at the end of each wait is refused whole.
       knobs.concurrency = 1;
@@ -536,10 +547,26 @@ export class RampupController {
       // last quiet pace is known good.
       next = this.#lastQuiet;
       why = `refused at the first sends at ${fmt(pace)}/s: back to ${fmt(next)}/s`;
-    } else if (est !== undefined) {
+    } else if (
+      this.limits.mode === "adaptive" && this.rate !== Infinity &&
+      this.#sendsAtRate <= STRICT_SENDS && this.#lastQuiet === 0 &&
+      (est === undefined || est >= pace) &&
+      pace > (QUARTER_ABOVE * this.#allAdmits * 1000) / Math.max(1, now - this.#firstSendAt)
+    ) {
+      // Refused again at the first sends of a pace, no pace was ever quiet,
+      // and the pace is still well above what the site admitted since the
+      // first send: the first cut was from a pace that said little (two
+      // sends at one instant over a short round trip read as hundreds a
+      // second), so halving takes many refusals to come down; a quarter
+      // takes half as many. (Rampup's slow start climbs from below and keeps
+      // halving.)
+      next = pace * CUT_FACTOR * CUT_FACTOR;
+      why = `refused at the first sends at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
+    } else if (est !== undefined && est < pace) {
       // Refused after a while at this pace: a saved burst hid the limit; the
-      // admitted rate says where it is.
-      if (this.rate !== Infinity && est < pace) this.#hi = Math.min(this.#hi, (pace + est) / 2);
+      // admitted rate says where it is. (An estimate at or above the refused
+      // pace says nothing of where the limit is below it: the cut halves.)
+      if (this.rate !== Infinity) this.#hi = Math.min(this.#hi, (pace + est) / 2);
       // What the site admitted since the scope first pressed on it is where
       // to go: a bucket admits its rate to a client that presses, a strict
       // spacer at least half of it, so the limit is no more than twice it.
@@ -688,7 +715,13 @@ export class RampupController {
     // by that refill and hides the burst.)
     const withHolds = (this.#episodeAdmits * 1000) / (span + this.#heldMs);
     this.#estimateUnheld = (this.#episodeAdmits * 1000) / span;
-    return this.#savedBurst(withHolds) ? withHolds : this.#estimateUnheld;
+    if (this.#savedBurst(withHolds)) return withHolds;
+    // The first admit after each hold was paid for by the hold (a spacer or
+    // a bucket refills while the scope waits): with the held time left out,
+    // counting it would read a site that admits one per hold as admitting
+    // at the pace that was refused.
+    const unpaid = this.#episodeAdmits - this.#episodeHolds;
+    return unpaid < 4 ? undefined : (unpaid * 1000) / span;
   }
 
   /** The last episode estimate with the held time left out (see `#episodeEstimate`). */
