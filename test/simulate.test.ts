@@ -27,6 +27,7 @@ describe("parseSiteSpec()", () => {
         },
       ],
       ["spacer rate=5", { limiter: { shape: "token-bucket", ratePerSec: 5, burst: 1 } }],
+      ["spacer rate=5 retry-after=2", { retryAfter: 2 }],
       [
         "fixed quota=20 window=2s announce=ietf retry-after=date",
         {
@@ -65,6 +66,10 @@ describe("parseSiteSpec()", () => {
       ["fixed quota=3 window=soon", "'window' expects a duration"],
       ["conc max=2 status=500", "'status' expects one of 429, 503"],
       ["conc max=2 announce=maybe", "'announce' expects one of none, ietf"],
+      [
+        "conc max=2 retry-after=soon",
+        "'retry-after' expects one of none, seconds, date or a whole",
+      ],
       ["shed workers=2 queue=-1", "'limiter.maxQueue' must be an integer >= 0"],
       ["none host=a/b", "'host' expects a host name"],
       ["none latency", "'latency' in site 1 is not key=value"],

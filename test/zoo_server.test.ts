@@ -158,6 +158,8 @@ describe("startZooServer()", () => {
           "ratelimit-reset": "2",
         }],
         [spec("x-delta", "none"), { "x-ratelimit-remaining": "0", "x-ratelimit-reset": "2" }],
+        // A constant Retry-After, whatever the limiter's own wait.
+        [spec("none", 7), { "retry-after": "7" }],
         [spec("x-epoch", "date"), {
           "x-ratelimit-reset": String((epochMs + 2000) / 1000),
           date: new Date(epochMs).toUTCString(),

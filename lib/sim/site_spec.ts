@@ -73,6 +73,15 @@ function positive(field: string, text: string, integer: boolean): number {
   return n;
 }
 
+function retryAfterOf(text: string): "none" | "seconds" | "date" | number {
+  const t = text.trim();
+  if (/^\d+$/.test(t)) return Number(t);
+  if (t === "none" || t === "seconds" || t === "date") return t;
+  throw new SiteSpecError(
+    `'retry-after' expects one of none, seconds, date or a whole number of seconds: current value is '${text}'`,
+  );
+}
+
 function oneOf<T extends string>(field: string, text: string, allowed: readonly T[]): T {
   if ((allowed as readonly string[]).includes(text)) return text as T;
   throw new SiteSpecError(
@@ -88,7 +97,8 @@ function oneOf<T extends string>(field: string, text: string, allowed: readonly 
  * `sliding quota=Q window=W`, `conc max=N` (N served at once),
  * `shed workers=N queue=Q` (a backend that queues then sheds), `none`.
  * Common keys: `host=` (default `site-N.test`), `name=`, `weight=`,
- * `latency=` (default 50ms), `status=429|503`, `retry-after=none|seconds|date`,
+ * `latency=` (default 50ms), `status=429|503`, `retry-after=none|seconds|date|N`
+ * (N: always `Retry-After: N`),
  * `announce=none|ietf|legacy|x-epoch|x-delta`.
  *
  * @param text The spec.
@@ -182,9 +192,7 @@ export function parseSiteSpec(text: string, index = 1): SimulatedSiteSpec {
     status: values.has("status")
       ? Number(oneOf("status", values.get("status")!, ["429", "503"] as const)) as 429 | 503
       : 429,
-    retryAfter: values.has("retry-after")
-      ? oneOf("retry-after", values.get("retry-after")!, ["none", "seconds", "date"] as const)
-      : "none",
+    retryAfter: values.has("retry-after") ? retryAfterOf(values.get("retry-after")!) : "none",
     announce: values.has("announce")
       ? oneOf(
         "announce",

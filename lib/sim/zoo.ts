@@ -72,8 +72,12 @@ export interface ZooSiteSpec {
   readonly rejectLatencyMs?: number;
   /** The status of a refusal. @default 429 */
   readonly status?: 429 | 503;
-  /** `Retry-After` on a refusal: none, delta-seconds, or an HTTP-date (with a `Date` header). @default "none" */
-  readonly retryAfter?: "none" | "seconds" | "date";
+  /**
+   * `Retry-After` on a refusal: none, delta-seconds or an HTTP-date (with a
+   * `Date` header) of the limiter's own wait, or a number: the same delta-seconds on
+   * every refusal, whatever the wait (servers that always say `Retry-After: 60`). @default "none"
+   */
+  readonly retryAfter?: "none" | "seconds" | "date" | number;
   /** Rate-limit fields on every answer (window shapes and token buckets only). @default "none" */
   readonly announce?: Announce;
 }
@@ -156,6 +160,10 @@ export function validateZooSpec(spec: ZooSiteSpec): void {
   }
   const j = spec.latencyJitter ?? 0;
   if (!(j >= 0 && j <= 1)) throw invalid("latencyJitter", "a number from 0 to 1", j);
+  const ra = spec.retryAfter;
+  if (typeof ra === "number" && !(Number.isInteger(ra) && ra >= 0)) {
+    throw invalid("retryAfter", "a whole number of seconds >= 0", ra);
+  }
   switch (l.shape) {
     case "token-bucket":
       positive("limiter.ratePerSec", l.ratePerSec);
@@ -384,6 +392,7 @@ export function createZooLimiter(
         };
       }
       if (retryAfter === "seconds") headers["retry-after"] = retryAfterSeconds(v.waitMs);
+      if (typeof retryAfter === "number") headers["retry-after"] = String(retryAfter);
       if (retryAfter === "date") {
         headers["retry-after"] = retryAfterDate(epochMs + now, v.waitMs);
       }
