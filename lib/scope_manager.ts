@@ -599,6 +599,10 @@ class AnnouncedWindow {
   currentWindowMs = 0;
   /** Inferred windows since the last refusal within one. */
   quietWindows = 0;
+  /** Quiet inferred windows before the quota tries one more. */
+  growthWindows = INFERRED_GROWTH_WINDOWS;
+  /** The window in force is the first to try one more. */
+  tryingMore = false;
 
   /**
    * A quota of `limit` per `windowMs` told by the server's holds (not
@@ -627,6 +631,11 @@ class AnnouncedWindow {
   refusedWithin(now: number, holdEnd: number): void {
     const sent = this.limit - Math.max(0, this.left);
     if (sent > this.limit / 2) {
+      // Refused in the window that tried one more: the next try waits twice
+      // as many windows (each costs a hold).
+      if (this.tryingMore) {
+        this.growthWindows = Math.min(INFERRED_GROWTH_MAX, 2 * this.growthWindows);
+      }
       this.limit = Math.max(1, this.limit - 1);
     } else {
       const w = this.currentWindowMs;
@@ -677,15 +686,15 @@ class AnnouncedWindow {
   /** Past the reset: the learned quota's next window, or nothing in force. */
   #roll(now: number): void {
     const w = this.windowMs;
-    const limit = this.limit;
-    if (w > 0 && limit >= 1) {
+    if (w > 0 && this.limit >= 1) {
       const windows = Math.floor((now - this.resetAt) / w) + 1;
       this.resetAt += windows * w;
       if (this.inferred) {
         this.currentWindowMs = w;
         // A quota told by holds may be short (in flight at a refusal): one
         // more after so many windows without a refusal.
-        if (++this.quietWindows % INFERRED_GROWTH_WINDOWS === 0) this.limit++;
+        this.tryingMore = ++this.quietWindows % this.growthWindows === 0;
+        if (this.tryingMore) this.limit++;
         // A window told by holds may be long (holds end on whole seconds):
         // each window that ended without a refusal tries a shorter one.
         this.windowMs = Math.max(
@@ -694,6 +703,7 @@ class AnnouncedWindow {
           w * (1 - INFERRED_STEP),
         );
       }
+      const limit = this.limit;
       this.left = limit;
       this.lastRemaining = Infinity;
       // A quota told by holds goes in bursts like the ones the site took.
@@ -756,6 +766,8 @@ const INFERRED_STEP = 0.03;
 
 /** An inferred quota grows by one after this many windows without a refusal. */
 const INFERRED_GROWTH_WINDOWS = 8;
+/** Each growth a refusal answered doubles the windows before the next, up to this many. */
+const INFERRED_GROWTH_MAX = 64;
 
 /** Sends an adaptive scope remembers before its first trigger. */
 const SENDS_KEPT = 16;

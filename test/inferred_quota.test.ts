@@ -107,6 +107,42 @@ describe("a quota told by the server's holds", () => {
     expect(m.state(6_520).quota?.resetsAt).toBeCloseTo(6_510 + (3_000 * 0.97) / 0.97 ** 2, 6);
   });
 
+  it("ThrottlingScopeManager: a learned quota tries one more after 8 quiet windows; refused in that window, it waits twice as many before the next try", () => {
+    const m = manager();
+    firstWindow(m, 3_000);
+    m.advance(110);
+    let t = 3_000;
+    /**
+     * One window of a site whose quota is 5: sends what the learned quota
+     * lets through in it, a sixth refused and held a second; how many went.
+     */
+    const window = (): number => {
+      t += m.canSend(t);
+      admit(m, t);
+      const reset = m.state(t).quota!.resetsAt;
+      let sent = 1;
+      for (;;) {
+        const wait = m.canSend(t + 11);
+        if (t + 11 + wait >= reset) break;
+        t += 11 + wait;
+        sent++;
+        if (sent > 5) {
+          refuse(m, t, 990);
+          t += 1_000;
+          break;
+        }
+        admit(m, t);
+      }
+      t = Math.max(t, reset);
+      return sent;
+    };
+    const sent: number[] = [];
+    for (let w = 0; w < 35; w++) sent.push(window());
+    // The eighth window tries 6 and is refused at its sixth; the next try is
+    // sixteen windows later (it was every eighth before: each costs a hold).
+    expect(sent).toEqual([...Array(7).fill(5), 6, ...Array(15).fill(5), 6, ...Array(11).fill(5)]);
+  });
+
   it("ThrottlingScopeManager: a configured quota wins over one told by holds", () => {
     const m = manager({ quota: 10, windowMs: 60_000 });
     for (let t = 0; t < 100; t += 20) {
