@@ -151,11 +151,13 @@ describe("parseCliArgs()", () => {
       events: undefined,
       plain: false,
       quiet: false,
+      rampup: false,
       sharedQueue: false,
       overwrite: false,
       follow: undefined,
     });
     expect(parseCliArgs(["crawl"])).toMatchObject({ command: "crawl", input: "-" });
+    expect(parseCliArgs(["crawl", "--rampup"])).toMatchObject({ command: "crawl", rampup: true });
   });
 
   it("parseCliArgs() reads demo --duration and rejects what it cannot mean", () => {

@@ -54,6 +54,8 @@ export interface CrawlArgs {
   readonly plain: boolean;
   /** `--quiet`: no live view and no log lines, only the summary. */
   readonly quiet: boolean;
+  /** `--rampup`: every scope probes its limit upwards, past the configuration (the rampup operator). */
+  readonly rampup: boolean;
   /** `--redis URL` and `--redis-prefix PREFIX`: share scope limits with other processes. */
   readonly redis: RedisArgs | undefined;
   /** `--shared-queue` (needs `--redis`): the request queue is the job's, in Redis, shared by every worker. */
@@ -175,6 +177,9 @@ const CRAWL_OPTIONS =
   --allow-domain D   with --follow: follow links to D and its subdomains too (repeatable)
   --plain            plain log lines, even on a terminal
   --quiet            no live view or log lines; only the summary
+  --rampup           every site probes its limit upwards from one request at a time, past
+                     CONCURRENT_REQUESTS_PER_DOMAIN and DOWNLOAD_DELAY (adaptive limits, on by
+                     default, stay within them)
   --redis URL        share scope limits and backoff with other crawls through Redis,
                      e.g. --redis redis://127.0.0.1:6379 (needs: npm install redis)
   --redis-prefix P   key prefix of the shared limits (default politely:); crawls with the
@@ -388,6 +393,7 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
       set: { type: "string", short: "s", multiple: true },
       jobdir: { type: "string" },
       quiet: { type: "boolean", short: "q" },
+      rampup: { type: "boolean" },
       redis: { type: "string" },
       "redis-prefix": { type: "string" },
       "redis-wait": { type: "string" },
@@ -446,6 +452,7 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
     events: nonEmpty("--events", values.events),
     plain: values.plain === true,
     quiet: values.quiet === true,
+    rampup: values.rampup === true,
     redis,
     sharedQueue,
     overwrite: values.overwrite === true,

@@ -336,6 +336,7 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
         }
         : {}),
       view: viewMode(args.plain, args.quiet),
+      ...(args.rampup ? { rampup: {} } : {}),
       ...(web !== undefined ? { onThrottler: web.onThrottler } : {}),
       stdout: process.stdout,
       stderr: process.stderr,
