@@ -109,7 +109,7 @@ const STRICT_SENDS = 4;
 /**
  * A refusal at the first sends of a pace with no quiet pace known cuts to a
  * quarter while the pace is this far above the rate admitted since the first
- * send (see `onTrigger`).
+ * send, held time left out (see `onTrigger`).
  */
 const QUARTER_ABOVE = 2;
 /** Admits a period needs before its block is read as a window. */
@@ -157,6 +157,8 @@ export class RampupController {
   #admitCount = 0;
   /** Admits since the scope's first send. */
   #allAdmits = 0;
+  /** Time the server held the scope since its first send (its holds told, overlaps counted once). */
+  #allHeldMs = 0;
   #firstSendAt = Number.NaN;
   /** The first send this controller saw (it may be made at a scope's first trigger). */
   #firstOwnSendAt = Infinity;
@@ -327,6 +329,7 @@ export class RampupController {
     // Only what this hold adds to the holds already counted (they overlap:
     // every refused request in flight brings the same Retry-After).
     const from = Math.max(now, this.#heldUntil);
+    if (until > from) this.#allHeldMs += until - from;
     if (until > from && !Number.isNaN(this.#episodeStart)) this.#heldMs += until - from;
     if (until > now && now >= this.#heldUntil) {
       if (!Number.isNaN(this.#episodeStart)) this.#episodeHolds++;
@@ -551,11 +554,12 @@ export class RampupController {
       this.limits.mode === "adaptive" && this.rate !== Infinity &&
       this.#sendsAtRate <= STRICT_SENDS && this.#lastQuiet === 0 &&
       (est === undefined || est >= pace) &&
-      pace > (QUARTER_ABOVE * this.#allAdmits * 1000) / Math.max(1, now - this.#firstSendAt)
+      pace > (QUARTER_ABOVE * this.#allAdmits * 1000) / this.#unheldSinceFirstSend(now)
     ) {
       // Refused again at the first sends of a pace, no pace was ever quiet,
       // and the pace is still well above what the site admitted since the
-      // first send: the first cut was from a pace that said little (two
+      // first send (the time it held the scope left out: a long Retry-After
+      // says nothing of the rate): the first cut was from a pace that said little (two
       // sends at one instant over a short round trip read as hundreds a
       // second), so halving takes many refusals to come down; a quarter
       // takes half as many. (Rampup's slow start climbs from below and keeps
@@ -722,6 +726,12 @@ export class RampupController {
     // at the pace that was refused.
     const unpaid = this.#episodeAdmits - this.#episodeHolds;
     return unpaid < 4 ? undefined : (unpaid * 1000) / span;
+  }
+
+  /** Time since the first send that the server did not hold the scope (at least 1 ms). */
+  #unheldSinceFirstSend(now: number): number {
+    const ahead = Math.max(0, this.#heldUntil - now);
+    return Math.max(1, now - this.#firstSendAt - Math.max(0, this.#allHeldMs - ahead));
   }
 
   /** The last episode estimate with the held time left out (see `#episodeEstimate`). */
