@@ -625,11 +625,31 @@ class AnnouncedWindow {
   /**
    * Held until `holdEnd` by a refusal within an inferred quota. Late in the
    * window (more than half the quota sent): the quota is one less. Early: the site's window had not reset yet, so this window is too
-   * short (and any shorter one), and it lengthens back. Either way the next
+   * short (and any shorter one), and it lengthens back, at least half way to the told window. Either way the next
    * window starts at the hold's end, in step with the site's.
    */
   refusedWithin(now: number, holdEnd: number): void {
     const sent = this.limit - Math.max(0, this.left);
+    if (process.env.DBG) {
+      console.log(
+        "RW",
+        now.toFixed(0),
+        "holdEnd",
+        holdEnd.toFixed(0),
+        "sent",
+        sent,
+        "limit",
+        this.limit,
+        "w",
+        this.windowMs.toFixed(0),
+        "cur",
+        this.currentWindowMs.toFixed(0),
+        "trying",
+        this.tryingMore,
+        "resetAt",
+        this.resetAt.toFixed(0),
+      );
+    }
     if (sent > this.limit / 2) {
       // Refused in the window that tried one more: the next try waits twice
       // as many windows (each costs a hold).
@@ -640,7 +660,12 @@ class AnnouncedWindow {
     } else {
       const w = this.currentWindowMs;
       this.tooShortMs = Math.max(this.tooShortMs, w);
-      this.windowMs = Math.min(this.toldWindowMs * 2, w / (1 - INFERRED_STEP) ** 2);
+      // Back at least half way to the told window: creeping up 1% per
+      // refusal from far below it cost a refusal every other window.
+      this.windowMs = Math.min(
+        this.toldWindowMs * 2,
+        Math.max(w / (1 - INFERRED_STEP) ** 2, (this.tooShortMs + this.toldWindowMs) / 2),
+      );
     }
     this.quietWindows = 0;
     this.start(now, holdEnd, 0);
