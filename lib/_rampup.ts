@@ -155,6 +155,10 @@ export class RampupController {
   readonly #admitTimes = new Float64Array(RING);
   readonly #admitStarts = new Float64Array(RING);
   #admitCount = 0;
+  /** Rampup's slow start: the concurrency this round grows to, one more per admitted answer. */
+  #growTo = 0;
+  /** Admitted answers since the last growth step. */
+  #growBy = 0;
   /** Admits since the scope's first send. */
   #allAdmits = 0;
   /** Time the server held the scope since its first send (its holds told, overlaps counted once). */
@@ -274,6 +278,10 @@ export class RampupController {
     if (f !== undefined) this.#admitAtF[Math.min(f, MAX_F)]!++;
     this.#periodAdmits++;
     this.#allAdmits++;
+    if (this.#phase === "start" && this.#growTo > 0) {
+      this.#growBy++;
+      this.#needsApply = true;
+    }
     if ((sentAt ?? now) >= this.#cycleStart) this.#cycleAdmits++;
     this.#admitStarts[this.#admitCount % RING] = sentAt ?? now;
     this.#admitTimes[this.#admitCount++ % RING] = now;
@@ -443,8 +451,11 @@ export class RampupController {
         this.rate === Infinity
       ) {
         // A first refusal: the in-flight count may have just grown past the
-        // cap, and what was served shows the old count, not the cap.
-        this.#capLimit = f - 1;
+        // cap, and what was served shows the old count, not the cap. Rampup's
+        // slow start grows by answers that come back together, refusals in
+        // flight among them (they hold no slot at the site): the most it saw
+        // admitted at once bounds the cap (a cap of 8 read as 11 otherwise).
+        this.#capLimit = this.limits.mode === "rampup" ? this.#capBelow(now, f, sentAt) : f - 1;
         this.#cut(now, false);
         this.#apply(knobs);
         // Nothing new until one is admitted: a cap admits the others in
@@ -905,6 +916,10 @@ export class RampupController {
     if (this.#needsApply) {
       this.#needsApply = false;
       this.#apply(knobs);
+      if (this.#phase === "start" && this.#growTo > knobs.concurrency && this.#growBy > 0) {
+        knobs.concurrency = Math.min(this.#growTo, knobs.concurrency + this.#growBy);
+      }
+      this.#growBy = 0;
       // Still waiting for an admit after a refusal under a cap.
       if (this.#oneInFlight) knobs.concurrency = Math.max(1, this.limits.minConcurrency);
     }
@@ -1020,7 +1035,12 @@ export class RampupController {
       };
     }
     if (knobs.concurrency < this.limits.maxConcurrency) {
-      knobs.concurrency = Math.min(this.limits.maxConcurrency, knobs.concurrency * 2);
+      // Doubles per round, one more per admitted answer: doubled at once,
+      // the new half went out at one instant and a concurrency cap refused
+      // all of it (8 refused at a cap of 8, read as a cap of 15).
+      this.#growTo = Math.min(this.limits.maxConcurrency, knobs.concurrency * 2);
+      this.#growBy = 0;
+      knobs.concurrency++;
       return {
         kind: "rampup",
         delayMs: knobs.delayMs,

@@ -624,32 +624,14 @@ class AnnouncedWindow {
 
   /**
    * Held until `holdEnd` by a refusal within an inferred quota. Late in the
-   * window (more than half the quota sent): the quota is one less. Early: the site's window had not reset yet, so this window is too
-   * short (and any shorter one), and it lengthens back, at least half way to the told window. Either way the next
-   * window starts at the hold's end, in step with the site's.
+   * window (more than half the quota sent): the quota is one less. Early:
+   * the site's window had not reset yet, so this window is too short (and
+   * any shorter one), and it lengthens back, at least half way to the told
+   * window. Either way the next window starts at the hold's end, in step
+   * with the site's.
    */
   refusedWithin(now: number, holdEnd: number): void {
     const sent = this.limit - Math.max(0, this.left);
-    if (process.env.DBG) {
-      console.log(
-        "RW",
-        now.toFixed(0),
-        "holdEnd",
-        holdEnd.toFixed(0),
-        "sent",
-        sent,
-        "limit",
-        this.limit,
-        "w",
-        this.windowMs.toFixed(0),
-        "cur",
-        this.currentWindowMs.toFixed(0),
-        "trying",
-        this.tryingMore,
-        "resetAt",
-        this.resetAt.toFixed(0),
-      );
-    }
     if (sent > this.limit / 2) {
       // Refused in the window that tried one more: the next try waits twice
       // as many windows (each costs a hold).
