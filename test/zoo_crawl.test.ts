@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createZooLimiter, idealMs, type ZooSiteSpec } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
+import { generateZooSites } from "../lib/sim/zoo_random.ts";
 import { createZooSite } from "../lib/sim/zoo_site.ts";
 import { VirtualTimeScheduler } from "rxjs";
 
@@ -593,6 +594,29 @@ describe("createZooSite() in virtual time", () => {
     expect(Math.min(...gaps)).toBeLessThan(1000 / 10);
     expect(r.ok).toBe(200);
     expect(r.efficiency).toBeGreaterThanOrEqual(0.75);
+  });
+});
+
+describe("generateZooSites()", () => {
+  it("generateZooSites() draws the same 17 sites for a seed, every shape, the constant Retry-After last", () => {
+    const a = generateZooSites(7);
+    expect(a).toEqual(generateZooSites(7));
+    expect(a).not.toEqual(generateZooSites(8));
+    expect(a).toHaveLength(17);
+    expect(new Set(a.map((s) => s.limiter.shape))).toEqual(
+      new Set([
+        "token-bucket",
+        "fixed-window",
+        "sliding-window",
+        "concurrency",
+        "load-shed",
+        "leaky-queue",
+      ]),
+    );
+    const last = a[16]!;
+    expect(last.name).toBe("constant-ra 17");
+    expect(typeof last.retryAfter).toBe("number");
+    expect([0, 0.2, 0.5]).toContain(last.latencyJitter);
   });
 });
 

@@ -27,12 +27,13 @@ export function seededRandom(seed: number): () => number {
  * Zoo sites with parameters drawn from `seed`, never picked: two token buckets,
  * two strict spacers, six fixed windows (without headers, with Retry-After,
  * then each header family), two sliding windows, two concurrency caps, one
- * load shedder, one queueing limiter (nginx's `limit_req`), with latencies,
+ * load shedder, one queueing limiter (nginx's `limit_req`), one rate limit
+ * that answers every refusal with the same Retry-After, with latencies,
  * how much they vary, 429 or 503 and Retry-After drawn too. Sites a
  * controller was not tuned on, for judging it (`bench/adaptive.bench.ts`).
  *
  * @param seed The draw.
- * @returns 16 sites.
+ * @returns 17 sites.
  */
 export function generateZooSites(seed: number): ZooSiteSpec[] {
   const random = seededRandom(seed);
@@ -107,5 +108,20 @@ export function generateZooSites(seed: number): ZooSiteSpec[] {
   );
   // Real answers take more or less time: each site varies its latency by
   // none, a fifth or a half.
-  return sites.map((site) => ({ ...site, latencyJitter: pick([0, 0.2, 0.5]) }));
+  const varied = sites.map((site) => ({ ...site, latencyJitter: pick([0, 0.2, 0.5]) }));
+  // Drawn after everything above, so those values stay those of earlier
+  // seeds: a rate limit that answers every refusal with the same
+  // Retry-After, whatever its own wait (servers that always say 2 s).
+  sites.length = 0;
+  add(
+    "constant-ra",
+    { shape: "token-bucket", ratePerSec: int(2, 20), burst: int(1, 10) },
+    int(10, 200),
+    { retryAfter: int(1, 5) },
+  );
+  const [constant] = sites;
+  return [
+    ...varied,
+    { ...constant!, name: `constant-ra ${varied.length + 1}`, latencyJitter: pick([0, 0.2, 0.5]) },
+  ];
 }
