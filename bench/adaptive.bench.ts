@@ -48,7 +48,13 @@ import { argValue, fmtFixed, isMain, markdownTable, median, now, ROOT } from "./
 
 /** The site in one cell: its limit, latency and how it refuses. */
 function describeSite(s: ZooSiteSpec): string {
-  const ra = s.retryAfter === "seconds" ? ", RA s" : s.retryAfter === "date" ? ", RA date" : "";
+  const ra = s.retryAfter === "seconds"
+    ? ", RA s"
+    : s.retryAfter === "date"
+    ? ", RA date"
+    : typeof s.retryAfter === "number"
+    ? `, RA always ${s.retryAfter} s`
+    : "";
   const ann = s.announce !== undefined && s.announce !== "none" ? `, ${s.announce}` : "";
   return `${describeLimiter(s.limiter)}, ${s.latencyMs} ms, ${s.status ?? 429}${ra}${ann}`;
 }

@@ -1,12 +1,18 @@
 /**
  * Adaptive limits on sites they were not tuned on, in virtual time: for each
- * seed, the 16 zoo sites `generateZooSites` draws (every shape, random
+ * seed, the 17 zoo sites `generateZooSites` draws (every shape, random
  * parameters), 200 pages each, with the defaults and with rampup. Prints one
  * row per seed and mode (median and lowest efficiency, mean refused share,
  * sites that miss the issue's targets: efficiency 0.8 with the defaults, 0.9
  * with rampup, at most 5% refused) and the misses. Seconds to run, no sockets.
  *
- * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6]`
+ * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6] [--latency 5] [--set issue]`
+ *
+ * `--set issue`: instead of drawn sites, the 162 sites of the shapes issue 11
+ * measured (`lib/sim/zoo_issue_sites.ts`; use one seed).
+ *
+ * `--latency MS`: every site answers in MS (a loopback server's few ms),
+ * instead of its drawn latency (its variation stays).
  *
  * `--jitter J`: each request reaches the site up to J ms late (`u⁴ × J`, see
  * `runZooCrawl`'s `outboundJitterMs`), as over real loopback `fetch`: the
@@ -16,6 +22,7 @@
  */
 import { describeLimiter } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
+import { issueShapeSites } from "../lib/sim/zoo_issue_sites.ts";
 import { generateZooSites } from "../lib/sim/zoo_random.ts";
 import { argValue, isMain, markdownTable, median } from "./_harness.ts";
 
@@ -24,6 +31,9 @@ export function main(argv: readonly string[]): string {
   const seeds = (argValue(argv, "seeds") ?? "1,2,3,4,5").split(",").map(Number);
   const pages = Number(argValue(argv, "pages") ?? 200);
   const jitter = Number(argValue(argv, "jitter") ?? 0);
+  const latency = argValue(argv, "latency");
+  // `--set issue`: the shapes issue 11 measured, the same for every seed.
+  const set = argValue(argv, "set") ?? "drawn";
   const rows: string[][] = [];
   const misses: string[] = [];
   for (const seed of seeds) {
@@ -31,7 +41,9 @@ export function main(argv: readonly string[]): string {
       const effs: number[] = [];
       const refused: number[] = [];
       let missed = 0;
-      const sites = generateZooSites(seed);
+      const sites = (set === "issue" ? issueShapeSites() : generateZooSites(seed)).map((site) =>
+        latency === undefined ? site : { ...site, latencyMs: Number(latency) }
+      );
       for (const site of sites) {
         const r = runZooCrawl({
           site,

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { createZooLimiter, idealMs, type ZooSiteSpec } from "../lib/sim/zoo.ts";
+import { createZooLimiter, idealMs, validateZooSpec, type ZooSiteSpec } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
 import { generateZooSites } from "../lib/sim/zoo_random.ts";
+import { issueShapeSites } from "../lib/sim/zoo_issue_sites.ts";
 import { createZooSite } from "../lib/sim/zoo_site.ts";
 import { VirtualTimeScheduler } from "rxjs";
 
@@ -617,6 +618,17 @@ describe("generateZooSites()", () => {
     expect(last.name).toBe("constant-ra 17");
     expect(typeof last.retryAfter).toBe("number");
     expect([0, 0.2, 0.5]).toContain(last.latencyJitter);
+  });
+});
+
+describe("issueShapeSites()", () => {
+  it("issueShapeSites() gives the 27 shapes issue 11 measured at three latencies, with and without variation, each valid", () => {
+    const sites = issueShapeSites();
+    expect(sites).toHaveLength(162);
+    for (const s of sites) expect(() => validateZooSpec(s), s.name).not.toThrow();
+    const kinds = new Set(sites.map((s) => `${s.name} ${s.latencyMs} ${s.latencyJitter}`));
+    expect(kinds.size).toBe(162);
+    expect(sites.filter((s) => s.retryAfter === 2)).toHaveLength(18);
   });
 });
 

@@ -1,0 +1,87 @@
+/**
+ * The limiter shapes issue 11 measured, each with several parameters: the
+ * set `bench/zoo_sweep.bench.ts --set issue` crawls. Unlike
+ * `generateZooSites`, these values were picked (and the controller was tuned
+ * with them in view); the drawn zoo is the one to judge it on.
+ *
+ * @module
+ */
+import type { ZooSiteSpec } from "./zoo.ts";
+
+/**
+ * 162 sites: fixed windows announced with IETF `RateLimit` fields, with
+ * `X-RateLimit-*` or not at all; strict spacers answering 503; concurrency
+ * caps; buckets with a large burst; 5/s limits answering `Retry-After` of
+ * their wait (a second) or always 2 s; a 10/s bucket with a burst of 3. Each
+ * at 5, 40 and 120 ms, with and without ±30% latency variation.
+ *
+ * @returns The sites, in a fixed order.
+ */
+export function issueShapeSites(): ZooSiteSpec[] {
+  const sites: ZooSiteSpec[] = [];
+  for (const latencyMs of [5, 40, 120]) {
+    for (const latencyJitter of [0, 0.3]) {
+      const c = { latencyMs, latencyJitter, announce: "none" as const, status: 429 as const };
+      for (const [quota, windowMs] of [[10, 2000], [30, 5000], [20, 1000], [50, 10000]] as const) {
+        const limiter = { shape: "fixed-window", quota, windowMs } as const;
+        const w = `${quota}/${windowMs / 1000}s`;
+        sites.push(
+          { ...c, name: `fixed ${w}, ietf`, limiter, retryAfter: "seconds", announce: "ietf" },
+          { ...c, name: `fixed ${w}, x-epoch`, limiter, retryAfter: "none", announce: "x-epoch" },
+          { ...c, name: `fixed ${w}, no headers`, limiter, retryAfter: "none" },
+        );
+      }
+      for (const ratePerSec of [4, 10, 25]) {
+        sites.push({
+          ...c,
+          name: `spacer ${ratePerSec}/s, 503`,
+          limiter: { shape: "token-bucket", ratePerSec, burst: 1 },
+          status: 503,
+        });
+      }
+      for (const maxConcurrency of [2, 3, 5]) {
+        sites.push({
+          ...c,
+          name: `conc ${maxConcurrency}, 503`,
+          limiter: { shape: "concurrency", maxConcurrency },
+          status: 503,
+        });
+      }
+      for (const [ratePerSec, burst] of [[10, 50], [20, 100], [5, 30]] as const) {
+        sites.push({
+          ...c,
+          name: `bucket ${ratePerSec}/s burst ${burst}`,
+          limiter: { shape: "token-bucket", ratePerSec, burst },
+        });
+      }
+      for (const ratePerSec of [5, 3]) {
+        sites.push({
+          ...c,
+          name: `spacer ${ratePerSec}/s, Retry-After its wait`,
+          limiter: { shape: "token-bucket", ratePerSec, burst: 1 },
+          retryAfter: "seconds",
+        });
+      }
+      for (const ratePerSec of [5, 10]) {
+        sites.push({
+          ...c,
+          name: `spacer ${ratePerSec}/s, Retry-After always 2`,
+          limiter: { shape: "token-bucket", ratePerSec, burst: 1 },
+          retryAfter: 2,
+        });
+      }
+      sites.push({
+        ...c,
+        name: "fixed 5/1s, Retry-After always 2",
+        limiter: { shape: "fixed-window", quota: 5, windowMs: 1000 },
+        retryAfter: 2,
+      });
+      sites.push({
+        ...c,
+        name: "bucket 10/s burst 3",
+        limiter: { shape: "token-bucket", ratePerSec: 10, burst: 3 },
+      });
+    }
+  }
+  return sites;
+}
