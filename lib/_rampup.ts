@@ -535,6 +535,16 @@ export class RampupController {
       this.#episodeStart = Number.NaN;
     } else if (pace < this.#hi) this.#hi = pace;
     let next = burst ? pace : pace * CUT_FACTOR;
+    if (
+      !burst && this.rate === Infinity && this.#firstAdmits > BURST_MIN && this.#firstSpanMs > 0
+    ) {
+      // The first refusal after a run of admits (a bucket's burst or a
+      // window's quota ran out): the pace that ran it out says little of the
+      // rate below, and halving from it sent a round trip's worth into an
+      // empty bucket per step. What the site admitted on average since the
+      // first send, burst included, is above its rate and far nearer.
+      next = Math.min(next, (this.#firstAdmits * 1000) / this.#firstSpanMs);
+    }
     let why = burst
       ? `refused in a burst at ${fmt(pace)}/s: paced at ${fmt(next)}/s`
       : `refused at ${fmt(pace)}/s: rate ${fmt(next)}/s`;

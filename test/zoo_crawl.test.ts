@@ -516,6 +516,20 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
     0.9,
     0.05,
   ],
+  // A bucket's burst ran out: halving from the pace that emptied it sent a
+  // round trip's worth into the empty bucket per step (18 refused, 8.3%).
+  [
+    {
+      name: "bucket 10/s b25, 147 ms ±20%, 503",
+      limiter: { shape: "token-bucket", ratePerSec: 10, burst: 25 },
+      latencyMs: 147,
+      latencyJitter: 0.2,
+      status: 503,
+    },
+    false,
+    0.9,
+    0.06,
+  ],
   // Rampup's slow start doubled concurrency at once: a cap of 8 refused the
   // whole new half (15 refused, 0.57) and was read as a cap of 11. (The ideal
   // here is 25 round trips: slow start from one request costs a short crawl
