@@ -580,11 +580,11 @@ export class RampupController {
       // Refused again at the first sends of a pace, no pace was ever quiet,
       // and the pace is still well above what the site admitted since the
       // first send (the time it held the scope left out: a long Retry-After
-      // says nothing of the rate): the first cut was from a pace that said little (two
-      // sends at one instant over a short round trip read as hundreds a
-      // second), so halving takes many refusals to come down; a quarter
-      // takes half as many. (Rampup's slow start climbs from below and keeps
-      // halving.)
+      // says nothing of the rate): the first cut was from a pace that said
+      // little (two sends at one instant over a short round trip read as
+      // hundreds a second), so halving takes many refusals to come down; a
+      // quarter takes half as many. (Rampup's slow start climbs from below
+      // and keeps halving.)
       next = pace * CUT_FACTOR * CUT_FACTOR;
       why = `refused at the first sends at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
     } else if (est !== undefined && est < pace) {
