@@ -30,6 +30,10 @@
  * `lo` and `hi` meet the scope probes above its rate once per
  * `BACKOFF_WINDOW`, so about the target number of refusals per window.
  *
+ * Size: one controller whose rules (slow start, caps, rates, blocks, windows,
+ * quotas told by holds, probing) read and write the same state; split, that
+ * state would be spread over files. docs/RAMPUP.md walks through it.
+ *
  * @module
  */
 import { parseSettings, type RampupConfig, type ResolvedRampup } from "./settings.ts";

@@ -5,6 +5,10 @@
  * `DownloadFailedError`, `DownloadTimeoutError`, `ResponseDataLossError`);
  * they and `ResponseTooLargeError` extend `DownloadError`.
  *
+ * Size: the classes are short; most of the file reads what each runtime's
+ * `fetch` throws (undici's causes and codes, Deno's and Bun's messages) into
+ * them, one set of facts per runtime.
+ *
  * @module
  */
 import type { ErrorMatcher } from "./settings.ts";

@@ -7,6 +7,10 @@
  * Only `node:fs` synchronous calls are used, which Node, Deno and Bun all
  * provide; appends are batched in memory and written with one `write(2)`.
  *
+ * Size: the log's writer, its reader and its recovery (torn lines, checksums,
+ * the format version) are one format, kept together so they stay in step
+ * (docs/JOBDIR.md).
+ *
  * @module
  */
 import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from "node:fs";

@@ -15,6 +15,11 @@
  * subset needed is small; the `structured-headers` package would be the one to
  * take if more of RFC 9651 were needed.
  *
+ * Size: one small parser per header family (Retry-After with HTTP dates, IETF
+ * `RateLimit` structured fields, `RateLimit-*`, `X-RateLimit-*` with epoch or
+ * delta resets) and the rule that picks among them; they share the number and
+ * date readers.
+ *
  * @module
  */
 import type { AnnouncedBudget } from "./scope_manager_protocol.ts";

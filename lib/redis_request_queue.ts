@@ -13,6 +13,9 @@
  * head-of-line blocking across workers). See docs/REDIS.md, "The shared
  * request queue", and docs/DECISIONS.md.
  *
+ * Size: the queue's client side (takes with leases, renewal, batched
+ * acknowledgements, outages); its Lua scripts are `_redis_queue_scripts.ts`.
+ *
  * @module
  */
 import { viewScopesOf } from "./_view_scopes.ts";

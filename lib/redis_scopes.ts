@@ -8,6 +8,10 @@
  * process's throttler; this store only enforces, across all processes, the
  * limits each process hands it. See docs/REDIS.md.
  *
+ * Size: the Lua scripts and the client code that calls them (batching,
+ * renewal, pub/sub, outages) sit side by side, so a change to one shows in
+ * the other.
+ *
  * @module
  */
 import { errorReason } from "./_error_text.ts";

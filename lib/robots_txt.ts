@@ -33,6 +33,11 @@
  * Successful and 4xx answers are cached for `ttlMs` (24 hours, the RFC's
  * "SHOULD NOT use a cached version for more than 24 hours").
  *
+ * Size: the cache, the fetch with RFC 9309's rules for a file that is
+ * unreachable or missing, the corrections to robots-parser and the Crawl-
+ * delay decision are read together when a robots.txt answer surprises
+ * someone; the download that uses them is `robots_download.ts`.
+ *
  * @module
  */
 import robotsParserModule from "robots-parser";

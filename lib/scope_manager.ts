@@ -4,6 +4,10 @@
  * recovery, rampup and quota. Time is always passed in (`now`, ms); the only
  * randomness is the injected `random` used for jitter.
  *
+ * Size: the scope's manager and the announced or learned window it keeps
+ * (`AnnouncedWindow`) change together; the adaptive controller is
+ * `_rampup.ts`.
+ *
  * @module
  */
 import type { ResolvedRampup, ResolvedScopeConfig } from "./settings.ts";

@@ -10,6 +10,9 @@
  * `crypto`, `buffer`, `http` for reason phrases), which Node, Deno and Bun
  * all provide.
  *
+ * Size: writing records and reading back a torn tail (to append after a kill)
+ * share the record format; both are here.
+ *
  * @module
  */
 import { Buffer } from "node:buffer";

@@ -2,6 +2,10 @@
  * The command line's arguments: which command, which files, which settings.
  * Parsing only; nothing is read or opened here.
  *
+ * Size: the help text of every command and option is here (about a third of
+ * the file), written once for the overview and each command's help; one
+ * parser per command follows.
+ *
  * @module
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";

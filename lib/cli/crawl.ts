@@ -5,6 +5,10 @@
  * shows it happening; a summary closes it. Used by `politely crawl` and
  * `politely demo`.
  *
+ * Size: the crawl is one pipeline (queue, gate, backoff, output, view,
+ * summary) whose parts live elsewhere; what is here is their wiring and the
+ * outcome record.
+ *
  * @module
  */
 import { errorLine } from "../_error_text.ts";

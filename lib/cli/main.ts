@@ -11,6 +11,10 @@
  * when the reader of stdout went away (what a process killed by SIGPIPE
  * reports). See docs/CLI.md.
  *
+ * Size: one function per command and the exit codes, signals and files they
+ * share; each command's work lives in its own module (`crawl.ts`, `demo.ts`,
+ * `queue_status.ts`, `simulate_command.ts`).
+ *
  * @module
  */
 import { firstLine } from "./_first_line.ts";
