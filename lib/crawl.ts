@@ -117,7 +117,13 @@ export function crawl<R, T>(options: CrawlOptions<R, T>): Observable<Outcome<R, 
         fail(error);
       }
     };
-    const subscription = queue.requests$.pipe(throttleByScope(throttler, download), backoff)
+    const before = queue.attemptsBefore?.bind(queue);
+    const gate = throttleByScope(
+      throttler,
+      download,
+      before === undefined ? {} : { firstAttempt: (r: R) => 1 + before(r) },
+    );
+    const subscription = queue.requests$.pipe(gate, backoff)
       .subscribe({
         next: (outcome) => {
           subscriber.next(outcome);

@@ -51,4 +51,12 @@ export interface CrawlQueue<R> {
   markDone(request: R, done?: CrawlQueueDone): void;
   /** The request that came out of `requests$` was never sent (a local failure): it stays to be sent later. */
   markUnsent(request: R): void;
+  /**
+   * How many attempts others made at a request that came out of `requests$`
+   * (a shared queue hands a request out again when a worker's lease expired):
+   * the crawl counts its retries from there, so a request that keeps killing
+   * workers still runs out of them. Without it, every request starts at
+   * attempt 1.
+   */
+  attemptsBefore?(request: R): number;
 }

@@ -456,6 +456,19 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     return this.#held.get(request)?.[0]?.takes;
   }
 
+  /**
+   * Attempts other workers made at a held request: one per earlier take (a
+   * take whose lease expired; a worker that died before sending counts too).
+   * `crawl()` counts the retries from there.
+   *
+   * @param request A request this worker holds.
+   * @returns The count (0 when it is its first take, or not held).
+   */
+  attemptsBefore(request: R): number {
+    const takes = this.takesOf(request);
+    return takes === undefined ? 0 : Math.max(0, takes - 1);
+  }
+
   /** A snapshot of the stats. */
   stats(): RedisRequestQueueStats {
     return {

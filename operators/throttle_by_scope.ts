@@ -47,6 +47,10 @@ export class EmptyDownloadError extends Error {
  *
  * @param throttler The throttler whose scopes and limits apply (may be shared by pipelines).
  * @param download Downloads one request; gets an AbortSignal, the attempt and the scopes.
+ * @param options `firstAttempt`: the attempt number a request from the source
+ *   starts at (default 1), for requests other processes already tried (a
+ *   shared queue's re-handed request): `backoffOn` counts its retries from
+ *   there, and `meta.throttlingDelayMs` applies only at attempt 1.
  * @returns An operator from requests to outcomes.
  * @example A pipeline in a few lines
  * ```ts
@@ -61,19 +65,42 @@ export class EmptyDownloadError extends Error {
 export function throttleByScope<R, T>(
   throttler: Throttler<R>,
   download: DownloadFn<R, T>,
+  options: ThrottleByScopeOptions<R> = {},
 ): OperatorFunction<R, Outcome<R, T>> {
+  const first = options.firstAttempt;
   return (source) =>
     new Observable<Outcome<R, T>>((subscriber) => {
       // Everything belongs to this subscription alone (see Gate).
       const gate = new Gate(throttler, download, subscriber);
       throttler.attach();
       gate.subscription = source.subscribe({
-        next: (request) => gate.accept(request, 1, 0),
+        next: (request) =>
+          gate.accept(request, first === undefined ? 1 : attemptFrom(first, request), 0),
         error: (error) => gate.error(error),
         complete: () => gate.sourceComplete(),
       });
       return () => gate.teardown();
     });
+}
+
+/** Options of {@linkcode throttleByScope}. */
+export interface ThrottleByScopeOptions<R> {
+  /**
+   * The attempt a request from the source starts at: 1 + the attempts others
+   * made at it (`crawl()` asks its queue's `attemptsBefore`). Not a whole
+   * number of at least 1, or throwing: 1. @default 1
+   */
+  readonly firstAttempt?: (request: R) => number;
+}
+
+function attemptFrom<R>(first: (request: R) => number, request: R): number {
+  let n: number;
+  try {
+    n = first(request);
+  } catch {
+    return 1;
+  }
+  return Number.isInteger(n) && n >= 1 ? n : 1;
 }
 
 /** The state of one subscription of the gate. */

@@ -187,6 +187,43 @@ describe("backoffOn()", () => {
     ]);
   });
 
+  it("throttleByScope() firstAttempt: a request others tried starts at their count, so backoffOn retries only what is left", () => {
+    const scheduler = new VirtualTimeScheduler();
+    const throttler = createThrottler<string>(
+      { jitter: 0, adaptive: false, backoff: { jitter: 0, windowMs: 0 } },
+      { scheduler },
+    );
+    // 1 + the attempts other workers made (a shared queue's takes); NaN is no count.
+    const first: Record<string, number> = {
+      "http://a.test/fresh": 1,
+      "http://b.test/twice": 3,
+      "http://c.test/over": 7,
+      "http://d.test/bad": Number.NaN,
+    };
+    const sent: [string, number][] = [];
+    const outcomes: [string, number, boolean | undefined][] = [];
+    from(Object.keys(first)).pipe(
+      throttleByScope(
+        throttler,
+        (url: string, { attempt }) => {
+          sent.push([url, attempt]);
+          return timer(10, scheduler).pipe(map(() => ({ status: 503, headers: {} })));
+        },
+        { firstAttempt: (r) => first[r]! },
+      ),
+      backoffOn(throttler, { retry: { times: 2 } }),
+    ).subscribe((o) => outcomes.push([o.request, o.attempt, o.exhausted]));
+    scheduler.flush();
+    expect(sent.filter(([u]) => u.includes("b.test"))).toEqual([["http://b.test/twice", 3]]);
+    expect(outcomes.sort()).toEqual([
+      ["http://a.test/fresh", 3, true],
+      ["http://b.test/twice", 3, true],
+      ["http://c.test/over", 7, true],
+      ["http://d.test/bad", 3, true],
+    ]);
+    expect(sent.filter(([u]) => u.includes("a.test")).map(([, a]) => a)).toEqual([1, 2, 3]);
+  });
+
   it("backoffOn() warns once when an operator before it rebuilt the outcomes, so retries cannot happen", () => {
     const scheduler = new VirtualTimeScheduler();
     const throttler = createThrottler<string>({}, { scheduler });

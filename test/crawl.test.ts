@@ -12,7 +12,7 @@ import { createSimulatedSite, type SimulatedResponse } from "../lib/sim/simulate
 import { createThrottler, type Throttler } from "../lib/throttler.ts";
 import type { ThrottlerSettingsInput } from "../lib/settings.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
-import { map, timer } from "rxjs";
+import { from, lastValueFrom, map, timer, toArray } from "rxjs";
 
 const SITE = "http://site.test";
 
@@ -94,6 +94,38 @@ describe("crawl()", () => {
     for (let i = 1; i < sends.length; i++) {
       expect(sends[i]! - sends[i - 1]!).toBeGreaterThanOrEqual(100);
     }
+  });
+
+  it("crawl() starts a request its queue says others tried at their count: retries left, not all again", async () => {
+    const throttler = createThrottler<string>({ adaptive: false, backoff: { windowMs: 0 } });
+    const done: [string, boolean | undefined][] = [];
+    const sent: [string, number][] = [];
+    const queue = {
+      requests$: from(["https://a.test/new", "https://b.test/retaken"]),
+      enqueue: () => {},
+      markDone: (r: string, d?: { failed: boolean }) => void done.push([r, d?.failed]),
+      markUnsent: () => {},
+      // A shared queue's re-handed request: two earlier takes by workers that died.
+      attemptsBefore: (r: string) => (r.includes("retaken") ? 2 : 0),
+    };
+    const outcomes = await lastValueFrom(
+      crawl<string, { status: number; headers: Record<string, string> }>({
+        throttler,
+        queue,
+        download: (url, { attempt }) => {
+          sent.push([url, attempt]);
+          return Promise.resolve({ status: 503, headers: {} });
+        },
+        backoff: { retry: { times: 2 } },
+      }).pipe(toArray()),
+    );
+    expect(sent.filter(([u]) => u.includes("b.test"))).toEqual([["https://b.test/retaken", 3]]);
+    expect(sent.filter(([u]) => u.includes("a.test")).map(([, a]) => a)).toEqual([1, 2, 3]);
+    expect(outcomes.map((o) => [o.request, o.attempt, o.exhausted]).sort()).toEqual([
+      ["https://a.test/new", 3, true],
+      ["https://b.test/retaken", 3, true],
+    ]);
+    expect(done.sort()).toEqual([["https://a.test/new", true], ["https://b.test/retaken", true]]);
   });
 
   it("crawl() enqueues what discover() returns asynchronously before marking the parent done", async () => {

@@ -209,12 +209,17 @@ describe("RedisRequestQueue", () => {
       dead.client.destroy();
       const alive = await worker(prefix, { leaseMs: 300 });
       const takes: (number | undefined)[] = [];
+      const before: number[] = [];
       const got = await drain(alive.queue, (r) => {
         takes.push(alive.queue.takesOf(r));
+        before.push(alive.queue.attemptsBefore(r));
         alive.queue.markDone(r);
       }).done;
       expect(got.sort()).toEqual(["https://a.test/1", "https://b.test/2"]);
       expect(takes).toEqual([2, 2]);
+      // The dead worker's take counts as an attempt: crawl() retries from 2.
+      expect(before).toEqual([1, 1]);
+      expect(alive.queue.attemptsBefore("https://a.test/1")).toBe(0);
     },
     HANG_MS,
   );
