@@ -7,7 +7,7 @@
  * @module
  */
 import { isPromiseLike } from "./_is_promise_like.ts";
-import { identity, Observable, type OperatorFunction } from "rxjs";
+import { filter, identity, Observable, type OperatorFunction } from "rxjs";
 import type { Outcome } from "./outcome.ts";
 import { InvalidRequestError, isLocalFailure } from "./download_errors.ts";
 import type { CrawlQueue } from "./crawl_queue.ts";
@@ -123,7 +123,31 @@ export function crawl<R, T>(options: CrawlOptions<R, T>): Observable<Outcome<R, 
       download,
       before === undefined ? {} : { firstAttempt: (r: R) => 1 + before(r) },
     );
-    const subscription = queue.requests$.pipe(gate, backoff)
+    // A request others tried as often as retries allow (each take of a
+    // shared queue whose worker died counts) is given up without another
+    // attempt: one that kills every worker that downloads it would otherwise
+    // be handed out forever.
+    const allowed = attemptsAllowed(throttler, options.backoff);
+    const source = before === undefined ? queue.requests$ : queue.requests$.pipe(
+      filter((r) => {
+        const attempt = 1 + before(r);
+        if (!(attempt > allowed) || closed) return true;
+        const outcome: Outcome<R, T> = {
+          kind: "error",
+          request: r,
+          scopes: [],
+          attempt,
+          sentAt: Number.NaN,
+          latencyMs: 0,
+          exhausted: true,
+          error: new AttemptsExhaustedError(attempt - 1),
+        };
+        subscriber.next(outcome);
+        finish(outcome, undefined);
+        return false;
+      }),
+    );
+    const subscription = source.pipe(gate, backoff)
       .subscribe({
         next: (outcome) => {
           subscriber.next(outcome);
@@ -153,4 +177,33 @@ export function crawl<R, T>(options: CrawlOptions<R, T>): Observable<Outcome<R, 
       subscription.unsubscribe();
     };
   });
+}
+
+/**
+ * A request that earlier attempts (by workers of a shared queue that died
+ * holding it) used up its retries on: `crawl()` gives it up without another
+ * attempt, as an `exhausted` error outcome.
+ */
+export class AttemptsExhaustedError extends Error {
+  override readonly name = "AttemptsExhaustedError";
+  /** Attempts made before this one would have been. */
+  readonly attempts: number;
+
+  constructor(attempts: number) {
+    super(`Given up: ${attempts} attempts were made before (retries used up)`);
+    this.attempts = attempts;
+  }
+}
+
+/** Attempts `backoffOn` with these options allows a request: 1 + its retries. */
+function attemptsAllowed<R, T>(
+  throttler: Throttler<R>,
+  backoff: BackoffOnOptions<R, T> | false | undefined,
+): number {
+  const retry = backoff === false ? false : backoff?.retry;
+  if (retry === false) return 1;
+  const s = throttler.settings.retry;
+  const enabled = (typeof retry === "object" ? retry.enabled : undefined) ?? s.enabled;
+  const times = (typeof retry === "object" ? retry.times : undefined) ?? s.times;
+  return enabled === false ? 1 : 1 + times;
 }

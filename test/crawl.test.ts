@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { crawl } from "../lib/crawl.ts";
+import { AttemptsExhaustedError, crawl } from "../lib/crawl.ts";
 import { RobotsTxtDisallowedError } from "../lib/robots_download.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import type { RequestObject } from "../lib/request.ts";
@@ -101,12 +101,13 @@ describe("crawl()", () => {
     const done: [string, boolean | undefined][] = [];
     const sent: [string, number][] = [];
     const queue = {
-      requests$: from(["https://a.test/new", "https://b.test/retaken"]),
+      requests$: from(["https://a.test/new", "https://b.test/retaken", "https://c.test/poison"]),
       enqueue: () => {},
       markDone: (r: string, d?: { failed: boolean }) => void done.push([r, d?.failed]),
       markUnsent: () => {},
-      // A shared queue's re-handed request: two earlier takes by workers that died.
-      attemptsBefore: (r: string) => (r.includes("retaken") ? 2 : 0),
+      // A shared queue's re-handed requests: two earlier takes by workers
+      // that died, and three (as many as 1 + 2 retries allow).
+      attemptsBefore: (r: string) => (r.includes("retaken") ? 2 : r.includes("poison") ? 3 : 0),
     };
     const outcomes = await lastValueFrom(
       crawl<string, { status: number; headers: Record<string, string> }>({
@@ -124,8 +125,17 @@ describe("crawl()", () => {
     expect(outcomes.map((o) => [o.request, o.attempt, o.exhausted]).sort()).toEqual([
       ["https://a.test/new", 3, true],
       ["https://b.test/retaken", 3, true],
+      ["https://c.test/poison", 4, true],
     ]);
-    expect(done.sort()).toEqual([["https://a.test/new", true], ["https://b.test/retaken", true]]);
+    // The one tried as often as allowed is given up unsent: an error outcome, done as failed.
+    expect(sent.some(([u]) => u.includes("c.test"))).toBe(false);
+    const poison = outcomes.find((o) => o.request.includes("c.test"))!;
+    expect(poison.kind === "error" && poison.error).toBeInstanceOf(AttemptsExhaustedError);
+    expect(done.sort()).toEqual([
+      ["https://a.test/new", true],
+      ["https://b.test/retaken", true],
+      ["https://c.test/poison", true],
+    ]);
   });
 
   it("crawl() enqueues what discover() returns asynchronously before marking the parent done", async () => {
