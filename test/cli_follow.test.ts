@@ -354,7 +354,7 @@ describe("politely crawl --warc", () => {
   );
 
   it(
-    "politely crawl --warc resumed after SIGKILL appends: every finished page archived once",
+    "politely crawl --warc resumed after SIGKILL appends: every page archived, again only if it was not finished",
     async () => {
       const dir = tempDir();
       const warc = join(dir, "crawl.warc");
@@ -366,9 +366,16 @@ describe("politely crawl --warc", () => {
       expect(second.code).toBe(0);
       const records = await warcRecords(warc);
       expect(records.filter((r) => r[0] === "warcinfo")).toHaveLength(1);
-      expect(records.filter((r) => r[0] === "response").map((r) => r[1]).sort()).toEqual(
-        [...urls].sort(),
-      );
+      const archived = records.filter((r) => r[0] === "response").map((r) => r[1] as string);
+      // Every page once, and a page twice only when its record reached the
+      // file just before the kill while its completion had not reached the
+      // job directory: it was fetched again (the WARC's tail is not searched
+      // for it, docs/DECISIONS.md). The site answered three before it held
+      // the fourth, and a page's slot is free before its record is written,
+      // so under load the last one or two answered can be in that state (a
+      // duplicate of /2 seen once on Bun).
+      expect([...new Set(archived)].sort()).toEqual([...urls].sort());
+      expect(archived.length - urls.length).toBeLessThanOrEqual(2);
     },
     120_000,
   );
