@@ -163,8 +163,8 @@ export class RampupController {
   #growTo = 0;
   /** Admitted answers since the last growth step. */
   #growBy = 0;
-  /** Admits since the scope's first send. */
-  #allAdmits = 0;
+  /** Admits before this controller was made (at the scope's first trigger). */
+  #admitsBefore = 0;
   /** Time the server held the scope since its first send (its holds told, overlaps counted once). */
   #allHeldMs = 0;
   #firstSendAt = Number.NaN;
@@ -226,7 +226,7 @@ export class RampupController {
         this.#firstSendAt = before.firstSentAt;
         this.#periodStart = before.firstSentAt;
         this.#periodAdmits = before.admits;
-        this.#allAdmits = before.admits;
+        this.#admitsBefore = before.admits;
       }
       if (before.sends !== undefined) this.#sends.copyFrom(before.sends);
       if (before.admits > 0) this.#cycleAdmits = before.admits;
@@ -281,7 +281,6 @@ export class RampupController {
     const f = this.#fOf(sentAt, false);
     if (f !== undefined) this.#admitAtF[Math.min(f, MAX_F)]!++;
     this.#periodAdmits++;
-    this.#allAdmits++;
     if (this.#phase === "start" && this.#growTo > 0) {
       this.#growBy++;
       this.#needsApply = true;
@@ -579,7 +578,9 @@ export class RampupController {
       this.limits.mode === "adaptive" && this.rate !== Infinity &&
       this.#sendsAtRate <= STRICT_SENDS && this.#lastQuiet === 0 &&
       (est === undefined || est >= pace) &&
-      pace > (QUARTER_ABOVE * this.#allAdmits * 1000) / this.#unheldSinceFirstSend(now)
+      pace >
+        (QUARTER_ABOVE * (this.#admitsBefore + this.#admitCount) * 1000) /
+          this.#unheldSinceFirstSend(now)
     ) {
       // Refused again at the first sends of a pace, no pace was ever quiet,
       // and the pace is still well above what the site admitted since the

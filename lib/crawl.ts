@@ -14,6 +14,7 @@ import type { CrawlQueue } from "./crawl_queue.ts";
 import type { Throttler } from "./throttler.ts";
 import { type DownloadFn, throttleByScope } from "../operators/throttle_by_scope.ts";
 import { backoffOn, type BackoffOnOptions } from "../operators/backoff_on.ts";
+import { attemptsAllowed, resolveRetry } from "../operators/_retry.ts";
 
 /** What `discover` may return: requests, now or later. */
 export type Discovered<R> = Iterable<R> | PromiseLike<Iterable<R> | undefined> | undefined;
@@ -127,7 +128,9 @@ export function crawl<R, T>(options: CrawlOptions<R, T>): Observable<Outcome<R, 
     // shared queue whose worker died counts) is given up without another
     // attempt: one that kills every worker that downloads it would otherwise
     // be handed out forever.
-    const allowed = attemptsAllowed(throttler, options.backoff);
+    const allowed = attemptsAllowed(
+      resolveRetry(throttler.settings, options.backoff === false ? false : options.backoff?.retry),
+    );
     const source = before === undefined ? queue.requests$ : queue.requests$.pipe(
       filter((r) => {
         const attempt = 1 + before(r);
@@ -193,17 +196,4 @@ export class AttemptsExhaustedError extends Error {
     super(`Given up: ${attempts} attempts were made before (retries used up)`);
     this.attempts = attempts;
   }
-}
-
-/** Attempts `backoffOn` with these options allows a request: 1 + its retries. */
-function attemptsAllowed<R, T>(
-  throttler: Throttler<R>,
-  backoff: BackoffOnOptions<R, T> | false | undefined,
-): number {
-  const retry = backoff === false ? false : backoff?.retry;
-  if (retry === false) return 1;
-  const s = throttler.settings.retry;
-  const enabled = (typeof retry === "object" ? retry.enabled : undefined) ?? s.enabled;
-  const times = (typeof retry === "object" ? retry.times : undefined) ?? s.times;
-  return enabled === false ? 1 : 1 + times;
 }

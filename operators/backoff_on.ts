@@ -11,24 +11,12 @@ import type { Outcome } from "../lib/outcome.ts";
 import { outcomeStatus } from "../lib/outcome.ts";
 import { requestMeta } from "../lib/request.ts";
 import { defaultResponseBackoff, type ResponseBackoff } from "../lib/response_backoff.ts";
-import type { ErrorMatcher } from "../lib/settings.ts";
 import type { Throttler } from "../lib/throttler.ts";
 import { resubmitOf } from "../lib/_resubmit.ts";
 import { errorText } from "../lib/_error_text.ts";
+import { resolveRetry, type RetryOptions } from "./_retry.ts";
 
-/** When and how often failed attempts are sent again. */
-export interface RetryOptions {
-  /** Retry at all. @default settings.retry.enabled (RETRY_ENABLED, true) */
-  readonly enabled?: boolean;
-  /** Retries after the first attempt. @default settings.retry.times (RETRY_TIMES, 2) */
-  readonly times?: number;
-  /** Statuses worth another attempt. @default settings.retry.httpCodes (RETRY_HTTP_CODES) */
-  readonly httpCodes?: readonly number[];
-  /** Download errors worth another attempt. @default the backoff exceptions of the settings */
-  readonly exceptions?: readonly ErrorMatcher[];
-  /** Decide yourself (overrides the two above when it returns a boolean). */
-  readonly when?: (outcome: Outcome<unknown, unknown>) => boolean | undefined;
-}
+export type { RetryOptions };
 
 /** Options of {@link backoffOn}. */
 export interface BackoffOnOptions<R, T> {
@@ -90,26 +78,7 @@ export function backoffOn<R, T>(
   options: BackoffOnOptions<R, T> = {},
 ): OperatorFunction<Outcome<R, T>, Outcome<R, T>> {
   const settings = throttler.settings;
-  const retryOption = options.retry;
-  const retry = retryOption === false
-    ? {
-      enabled: false,
-      times: 0,
-      httpCodes: [] as readonly number[],
-      exceptions: [] as readonly ErrorMatcher[],
-      when: undefined,
-    }
-    : {
-      enabled: (typeof retryOption === "object" ? retryOption.enabled : undefined) ??
-        settings.retry.enabled,
-      times: (typeof retryOption === "object" ? retryOption.times : undefined) ??
-        settings.retry.times,
-      httpCodes: (typeof retryOption === "object" ? retryOption.httpCodes : undefined) ??
-        settings.retry.httpCodes,
-      exceptions: (typeof retryOption === "object" ? retryOption.exceptions : undefined) ??
-        settings.backoff.exceptions,
-      when: typeof retryOption === "object" ? retryOption.when : undefined,
-    };
+  const retry = resolveRetry(settings, options.retry);
   if (!Number.isInteger(retry.times) || retry.times < 0) {
     throw new RangeError(
       `Cannot create backoffOn as 'retry.times' must be an integer >= 0: current value is ${retry.times}`,

@@ -112,16 +112,11 @@ export function generateZooSites(seed: number): ZooSiteSpec[] {
   // Drawn after everything above, so those values stay those of earlier
   // seeds: a rate limit that answers every refusal with the same
   // Retry-After, whatever its own wait (servers that always say 2 s).
-  sites.length = 0;
   add(
     "constant-ra",
     { shape: "token-bucket", ratePerSec: int(2, 20), burst: int(1, 10) },
     int(10, 200),
     { retryAfter: int(1, 5) },
   );
-  const [constant] = sites;
-  return [
-    ...varied,
-    { ...constant!, name: `constant-ra ${varied.length + 1}`, latencyJitter: pick([0, 0.2, 0.5]) },
-  ];
+  return [...varied, { ...sites[varied.length]!, latencyJitter: pick([0, 0.2, 0.5]) }];
 }

@@ -1,0 +1,73 @@
+/**
+ * The retry rule `backoffOn` applies: its `retry` option over the settings'
+ * `retry` (and the backoff exceptions). One reading, used by `backoffOn` and
+ * by `crawl()` (which gives up a request others tried as often as it allows).
+ *
+ * @module
+ */
+import type { Outcome } from "../lib/outcome.ts";
+import type { ErrorMatcher, ThrottlerSettings } from "../lib/settings.ts";
+
+/** When and how often failed attempts are sent again. */
+export interface RetryOptions {
+  /** Retry at all. @default settings.retry.enabled (RETRY_ENABLED, true) */
+  readonly enabled?: boolean;
+  /** Retries after the first attempt. @default settings.retry.times (RETRY_TIMES, 2) */
+  readonly times?: number;
+  /** Statuses worth another attempt. @default settings.retry.httpCodes (RETRY_HTTP_CODES) */
+  readonly httpCodes?: readonly number[];
+  /** Download errors worth another attempt. @default the backoff exceptions of the settings */
+  readonly exceptions?: readonly ErrorMatcher[];
+  /** Decide yourself (overrides the two above when it returns a boolean). */
+  readonly when?: (outcome: Outcome<unknown, unknown>) => boolean | undefined;
+}
+
+/** A retry option read against the settings. */
+export interface ResolvedRetry {
+  readonly enabled: boolean;
+  readonly times: number;
+  readonly httpCodes: readonly number[];
+  readonly exceptions: readonly ErrorMatcher[];
+  readonly when: RetryOptions["when"];
+}
+
+/** `retry: false` (or `backoff: false` in `crawl()`): no retries. */
+const NO_RETRY: ResolvedRetry = {
+  enabled: false,
+  times: 0,
+  httpCodes: [],
+  exceptions: [],
+  when: undefined,
+};
+
+/**
+ * Reads a `retry` option against the settings.
+ *
+ * @param settings The throttler's settings.
+ * @param option `backoffOn`'s `retry`: `false` for none, options, or `true`/`undefined` for the settings'.
+ * @returns The rule.
+ */
+export function resolveRetry(
+  settings: ThrottlerSettings,
+  option: boolean | RetryOptions | undefined,
+): ResolvedRetry {
+  if (option === false) return NO_RETRY;
+  const o = typeof option === "object" ? option : {};
+  return {
+    enabled: o.enabled ?? settings.retry.enabled,
+    times: o.times ?? settings.retry.times,
+    httpCodes: o.httpCodes ?? settings.retry.httpCodes,
+    exceptions: o.exceptions ?? settings.backoff.exceptions,
+    when: o.when,
+  };
+}
+
+/**
+ * Attempts a rule allows one request: 1 and its retries (1 when retrying is off).
+ *
+ * @param retry The rule.
+ * @returns The count.
+ */
+export function attemptsAllowed(retry: ResolvedRetry): number {
+  return retry.enabled ? 1 + retry.times : 1;
+}
