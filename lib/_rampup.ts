@@ -334,6 +334,28 @@ export class RampupController {
     return true;
   }
 
+  /**
+   * A quota told by holds (see `onTrigger`) stayed quiet at `rate`, twice
+   * the rate it was told: the holds were far longer than the site's window
+   * (a Retry-After that is the same whatever the time to the reset), so they
+   * say nothing of it. The controller paces from `rate`, known good, and
+   * climbs from there as after any quiet round; what the scope admitted
+   * under the quota was its own pace, not the site's, and starts no episode.
+   */
+  leaveQuota(knobs: RampKnobs, rate: number): void {
+    this.rate = this.#clampRate(rate);
+    this.#lastQuiet = this.rate;
+    if (!(this.#hi > this.rate)) this.#hi = Infinity;
+    this.#episodeStart = Number.NaN;
+    this.#apply(knobs);
+    this.#report(
+      knobs,
+      `a quota told by holds stayed quiet at twice its rate, the holds tell no window: pacing ${
+        fmt(this.rate)
+      }/s`,
+    );
+  }
+
   /** A server hold from `now` to `until` (Retry-After, an announced reset): not slow sending. */
   onHold(now: number, until: number): void {
     if (until > now && !Number.isNaN(this.#blockStart)) this.#blockHeld = true;

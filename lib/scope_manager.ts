@@ -198,6 +198,16 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       }
       if (x.ann !== undefined) {
         const paceWait = x.ann.waitMs(now);
+        if (x.ann.outgrown && x.ramp !== undefined) {
+          // The holds told no window: the controller paces from here.
+          const a = x.ann;
+          x.ann = undefined;
+          const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
+          x.ramp.leaveQuota(knobs, (a.limit * 1000) / a.windowMs);
+          this.#delayMs = knobs.delayMs;
+          this.#concurrency = knobs.concurrency;
+          return this.canSend(now, amount);
+        }
         if (paceWait > wait) wait = paceWait;
       }
     }
@@ -601,12 +611,24 @@ class AnnouncedWindow {
   shrunkUntil = 0;
   /** The length of the inferred window in force (`windowMs` is the next one's). */
   currentWindowMs = 0;
+  /** The length of the window that ended when the one in force began. */
+  endedWindowMs = 0;
   /** Inferred windows since the last refusal within one. */
   quietWindows = 0;
   /** Quiet inferred windows before the quota tries one more. */
   growthWindows = INFERRED_GROWTH_WINDOWS;
   /** The window in force is the first to try one more. */
   tryingMore = false;
+  /** The share the next quiet window shortens the inferred window by. */
+  shrinkStep = INFERRED_STEP;
+  /** Quiet windows at the floor (half the told window), none refused early. */
+  atFloor = 0;
+  /**
+   * Quiet for INFERRED_OUTGROWN windows at half the told window: the holds
+   * were far longer than the site's window and told none (the manager hands
+   * the scope back to its controller).
+   */
+  outgrown = false;
 
   /**
    * A quota of `limit` per `windowMs` told by the server's holds (not
@@ -620,7 +642,10 @@ class AnnouncedWindow {
     this.toldWindowMs = windowMs;
     this.tooShortMs = 0;
     this.quietWindows = 0;
+    this.shrinkStep = INFERRED_STEP;
+    this.atFloor = 0;
     this.currentWindowMs = windowMs;
+    this.endedWindowMs = windowMs;
     // Refusals of requests in flight at this one were told already.
     this.shrunkUntil = resetAt;
     this.start(now, resetAt, 0);
@@ -644,7 +669,9 @@ class AnnouncedWindow {
       }
       this.limit = Math.max(1, this.limit - 1);
     } else {
-      const w = this.currentWindowMs;
+      // The window that ended when this one began was too short: this one
+      // began before the site's had reset.
+      const w = this.endedWindowMs;
       this.tooShortMs = Math.max(this.tooShortMs, w);
       // Back at least half way to the told window: creeping up 1% per
       // refusal from far below it cost a refusal every other window.
@@ -654,8 +681,11 @@ class AnnouncedWindow {
       );
     }
     this.quietWindows = 0;
+    this.shrinkStep = INFERRED_STEP;
+    this.atFloor = 0;
     this.start(now, holdEnd, 0);
     this.currentWindowMs = this.windowMs;
+    this.endedWindowMs = this.windowMs;
     this.shrunkUntil = holdEnd;
   }
   /** Whether `windowMs` was announced (a policy's `w`) rather than inferred from resets. */
@@ -701,6 +731,7 @@ class AnnouncedWindow {
       const windows = Math.floor((now - this.resetAt) / w) + 1;
       this.resetAt += windows * w;
       if (this.inferred) {
+        this.endedWindowMs = this.currentWindowMs;
         this.currentWindowMs = w;
         // A quota told by holds may be short (in flight at a refusal): one
         // more after so many windows without a refusal.
@@ -708,11 +739,20 @@ class AnnouncedWindow {
         if (this.tryingMore) this.limit++;
         // A window told by holds may be long (holds end on whole seconds):
         // each window that ended without a refusal tries a shorter one.
+        const floor = this.toldWindowMs / 2;
         this.windowMs = Math.max(
-          this.toldWindowMs / 2,
+          floor,
           this.tooShortMs * (1 + INFERRED_STEP / 3),
-          w * (1 - INFERRED_STEP),
+          w * (1 - this.shrinkStep),
         );
+        if (this.tooShortMs === 0) {
+          // No window was refused early yet: the holds may be far longer
+          // than the site's window (a Retry-After that is the same whatever
+          // the time to the reset), and the steps grow. A window's own
+          // Retry-After refuses the first step below it at once.
+          this.shrinkStep = Math.min(INFERRED_STEP_MAX, this.shrinkStep * 2);
+          if (w <= floor && ++this.atFloor >= INFERRED_OUTGROWN) this.outgrown = true;
+        }
       }
       const limit = this.limit;
       this.left = limit;
@@ -774,6 +814,11 @@ const ANNOUNCED_SPREAD = 0.3;
 
 /** An inferred quota's window shortens by this share per quiet window, and lengthens back twice as much when refused early. */
 const INFERRED_STEP = 0.03;
+
+/** The most an inferred window shortens by per quiet window (the step doubles from INFERRED_STEP). */
+const INFERRED_STEP_MAX = 0.4;
+/** Quiet windows at half the told window before the holds are taken to tell no window. */
+const INFERRED_OUTGROWN = 4;
 
 /** An inferred quota grows by one after this many windows without a refusal. */
 const INFERRED_GROWTH_WINDOWS = 8;

@@ -556,6 +556,35 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
     0.9,
     0.075,
   ],
+  // A Retry-After that is always 2 s, on a window of 1 s: the first hold
+  // told a quota of 5 per 2.6 s, and the told window shrank 3% per window
+  // down to half of it, never nearer the site's (0.70 at 5 ms, 0.71 at
+  // 30 ms). Quiet at half the told window, the holds tell no window and the
+  // controller paces from there.
+  [
+    {
+      name: "fixed 5/1s, Retry-After always 2, 5 ms",
+      limiter: { shape: "fixed-window", quota: 5, windowMs: 1000 },
+      latencyMs: 5,
+      status: 429,
+      retryAfter: 2,
+    },
+    false,
+    0.8,
+    0.05,
+  ],
+  [
+    {
+      name: "fixed 5/1s, Retry-After always 2, 30 ms",
+      limiter: { shape: "fixed-window", quota: 5, windowMs: 1000 },
+      latencyMs: 30,
+      status: 429,
+      retryAfter: 2,
+    },
+    false,
+    0.8,
+    0.05,
+  ],
 ];
 
 describe("createZooSite() in virtual time", () => {
