@@ -456,6 +456,17 @@ export class RampupController {
       ) {
         this.#capRefuted = true;
         this.#capLimit = Infinity;
+      } else if (
+        f <= this.#capLimit && this.#capLimit !== Infinity &&
+        this.#capBelow(now, f, sentAt) < this.#capLimit / 2
+      ) {
+        // Refused again under a supposed cap while the site served less than
+        // half of it: a cap does not shrink, a bucket that ran dry refuses
+        // whatever is in flight (a bucket of 4 at 16/s after a 1 s
+        // Retry-After, 196 ms: the cap went 6, then 1, and the scope ran at
+        // 0.32 of the site's rate).
+        this.#capRefuted = true;
+        this.#capLimit = Infinity;
       } else if (f <= this.#capLimit && this.#capLimit !== Infinity) {
         // Refused again under a supposed cap: the scope has pressed on the
         // site for a round trip, so what the site served says where it is.

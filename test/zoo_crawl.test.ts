@@ -556,6 +556,21 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
     0.9,
     0.075,
   ],
+  // A bucket that ran dry after a hold refused six sent at once with one
+  // admitted in flight: read as a cap lowered from 6 to 1 (0.32).
+  [
+    {
+      name: "bucket 16/s b4, 196 ms ± 50%, 503, Retry-After seconds",
+      limiter: { shape: "token-bucket", ratePerSec: 16, burst: 4 },
+      latencyMs: 196,
+      latencyJitter: 0.5,
+      status: 503,
+      retryAfter: "seconds",
+    },
+    false,
+    0.5,
+    0.05,
+  ],
   // A Retry-After that is always 2 s, on a window of 1 s: the first hold
   // told a quota of 5 per 2.6 s, and the told window shrank 3% per window
   // down to half of it, never nearer the site's (0.70 at 5 ms, 0.71 at
