@@ -15,7 +15,7 @@
  * - `leases`: zset, id -> expiry (Redis server time, ms).
  * - `takes`: hash, id -> times handed out (kept across expired leases).
  * - `seen`: set of compact fingerprints (dedupe).
- * - `counts`: hash: queued, done, failed, filtered, reclaimed.
+ * - `counts`: hash: queued, done, failed, filtered, limited, reclaimed.
  * - `scopes`: hash, `d:<set key>` / `f:<set key>` -> done / failed per scope set.
  *
  * @module
@@ -56,17 +56,25 @@ end
 `;
 
 /**
- * ARGV: key base, then per request: fingerprint ('' for none), scope-set
- * key, score, kind ('s' start, 'f' FIFO, 'r' LIFO), record. Answers 1 (added)
- * or 0 (a duplicate) per request.
+ * ARGV: key base, the job's most requests in all ('' for no limit), then per
+ * request: fingerprint ('' for none), scope-set key, score, kind ('s' start,
+ * 'f' FIFO, 'r' LIFO), record. Answers 1 (added), 0 (a duplicate) or 2 (past
+ * the limit: dropped, its fingerprint not marked seen) per request. `seq`
+ * counts the requests ever added, so the limit holds across workers; start
+ * requests count but are never dropped (the input is never dropped).
  */
 const ENQUEUE = PRELUDE + `local added = {}
-local n, dup = 0, 0
-local i = 2
+local n, dup, over = 0, 0, 0
+local limit = tonumber(ARGV[2])
+local count = limit and tonumber(redis.call('GET', SEQ) or '0') or 0
+local i = 3
 while i <= #ARGV do
   local fp, s, score, kind, rec = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   i = i + 5
-  if fp ~= '' and redis.call('SADD', SEEN, fp) == 0 then
+  if limit and kind ~= 's' and count >= limit and (fp == '' or redis.call('SISMEMBER', SEEN, fp) == 0) then
+    over = over + 1
+    added[#added + 1] = 2
+  elseif fp ~= '' and redis.call('SADD', SEEN, fp) == 0 then
     dup = dup + 1
     added[#added + 1] = 0
   else
@@ -79,11 +87,13 @@ while i <= #ARGV do
     redis.call('ZADD', setKey(s), score, id)
     redis.call('ZADD', READY, 'LT', score, s)
     n = n + 1
+    count = count + 1
     added[#added + 1] = 1
   end
 end
 if n > 0 then redis.call('HINCRBY', COUNTS, 'queued', n) end
 if dup > 0 then redis.call('HINCRBY', COUNTS, 'filtered', dup) end
+if over > 0 then redis.call('HINCRBY', COUNTS, 'limited', over) end
 return added
 `;
 

@@ -31,6 +31,8 @@ export interface RedisQueueStatus {
   readonly reclaimed: number;
   /** Duplicates dropped at enqueue. */
   readonly filtered: number;
+  /** Requests dropped at enqueue past the job's `maxRequests` (`--max-pages`). */
+  readonly limited: number;
   /** Nothing queued, nothing leased, and the job exists. */
   readonly finished: boolean;
   /** Per scope set, most queued first. */
@@ -129,6 +131,7 @@ export async function readRedisQueueStatus(
     seen: seenCount,
     reclaimed: num(c.get("reclaimed")),
     filtered: num(c.get("filtered")),
+    limited: num(c.get("limited")),
     finished: exists && queued === 0 && leased === 0,
     scopes: [...per].map(([set, r]) => ({ scope: set.split("\u0000").join("+"), ...r }))
       .sort((a, b) => b.queued - a.queued || (a.scope < b.scope ? -1 : 1)),

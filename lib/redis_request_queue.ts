@@ -127,6 +127,16 @@ export interface RedisRequestQueueOptions<R> {
    * @default false
    */
   readonly awaitJob?: boolean;
+  /**
+   * The job's most requests in all (start requests and every request
+   * enqueued since, duplicates not counted), counted in Redis across workers:
+   * a request enqueued past it is dropped (`stats().limited`); start
+   * requests count but are never dropped. The command
+   * line's `--max-pages` with `--shared-queue`. Every worker of a job should
+   * give the same value (each enqueue checks the one its worker gives).
+   * @default no limit
+   */
+  readonly maxRequests?: number;
   /** Most requests one take asks for. @default 16 */
   readonly maxTake?: number;
   /**
@@ -145,6 +155,8 @@ export interface RedisRequestQueueStats {
   readonly enqueued: number;
   /** Of those, duplicates Redis dropped. */
   readonly filtered: number;
+  /** Of those, requests Redis dropped past `maxRequests`. */
+  readonly limited: number;
   /** Always 0: a job's earlier runs' requests are duplicates (`filtered`). */
   readonly known: number;
   /** Requests refused at enqueue (no URL, bad scopes, not serializable). */
@@ -258,6 +270,8 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   readonly #outageWaitMs: number;
   readonly #awaitJob: boolean;
   readonly #maxTake: number;
+  /** `maxRequests` as the enqueue script's argument ('' for none). */
+  readonly #maxRequests: string;
   readonly #scheduler: SchedulerLike;
   readonly #start: Iterable<R> | Observable<R> | undefined;
 
@@ -302,6 +316,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
 
   #enqueued = 0;
   #filtered = 0;
+  #limited = 0;
   #rejected = 0;
   #dequeued = 0;
   #completed = 0;
@@ -352,6 +367,9 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     this.#outageWaitMs = ms("outageWaitMs", options.outageWaitMs ?? 120_000, 0);
     this.#awaitJob = options.awaitJob ?? false;
     this.#maxTake = Math.floor(ms("maxTake", options.maxTake ?? 16, 1));
+    this.#maxRequests = options.maxRequests === undefined
+      ? ""
+      : String(Math.floor(ms("maxRequests", options.maxRequests, 0)));
     this.#scheduler = options.scheduler ?? asyncScheduler;
     this.#start = options.start;
     this.#offset = Math.floor((options.random ?? Math.random)() * 1_000_000);
@@ -474,6 +492,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     return {
       enqueued: this.#enqueued,
       filtered: this.#filtered,
+      limited: this.#limited,
       known: 0,
       rejected: this.#rejected,
       dequeued: this.#dequeued,
@@ -746,9 +765,15 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   async #sendWrites(): Promise<void> {
     while (this.#toEnqueue.length > 0) {
       const batch = this.#toEnqueue.slice(0, MAX_BATCH);
-      const added = await this.#run("enqueue", batch.flat()) as readonly number[];
+      const added = await this.#run("enqueue", [
+        this.#maxRequests,
+        ...batch.flat(),
+      ]) as readonly number[];
       this.#toEnqueue = this.#toEnqueue.slice(batch.length);
-      for (const a of added) if (Number(a) === 0) this.#filtered++;
+      for (const a of added) {
+        if (Number(a) === 0) this.#filtered++;
+        else if (Number(a) === 2) this.#limited++;
+      }
     }
     if (this.#markSeeded) {
       await this.#client.sendCommand(["SET", this.#keys[0]!, "0", "NX"]);

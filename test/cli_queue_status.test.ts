@@ -11,6 +11,7 @@ const base: RedisQueueStatus = {
   seen: 0,
   reclaimed: 0,
   filtered: 0,
+  limited: 0,
   finished: false,
   scopes: [],
 };
@@ -29,6 +30,10 @@ describe("formatQueueStatus()", () => {
       "job r p:: finished",
       "0 queued, 0 leased, 3 done, 1 failed (4 seen, 2 duplicates dropped, 1 leases expired and handed out again)",
     ]);
+    // A job with a --max-pages says how many it dropped past it.
+    expect(formatQueueStatus({ ...base, limited: 5 }, "r p:").split("\n")[1]).toBe(
+      "0 queued, 0 leased, 0 done, 0 failed (0 seen, 0 duplicates dropped, 5 dropped past --max-pages, 0 leases expired and handed out again)",
+    );
   });
 
   it("formatQueueStatus() shows 30 scope rows and sums the rest in one", () => {

@@ -116,7 +116,7 @@ async function unfinishedUrls(admin: Awaited<ReturnType<typeof connectRedis>>, p
 
 describe("politely crawl --shared-queue", () => {
   it(
-    "parseCliArgs() reads --shared-queue: FILE seeds, no FILE joins; --jobdir and --max-pages refused",
+    "parseCliArgs() reads --shared-queue: FILE seeds, no FILE joins; --jobdir refused, --max-pages counts the job's",
     () => {
       const seed = parseCliArgs(["crawl", "u.txt", "--redis", REDIS, "--shared-queue"]);
       expect(seed).toMatchObject({ input: "u.txt", sharedQueue: true });
@@ -128,9 +128,9 @@ describe("politely crawl --shared-queue", () => {
       );
       expect(() => parseCliArgs(["crawl", "--redis", REDIS, "--shared-queue", "--jobdir", "d"]))
         .toThrow(/--jobdir cannot be used with --shared-queue/);
-      expect(() =>
-        parseCliArgs(["crawl", "--redis", REDIS, "--shared-queue", "--follow", "--max-pages", "3"])
-      ).toThrow(/--max-pages cannot be used with --shared-queue/);
+      expect(
+        parseCliArgs(["crawl", "--redis", REDIS, "--shared-queue", "--follow", "--max-pages", "3"]),
+      ).toMatchObject({ sharedQueue: true, follow: { maxPages: 3 } });
       expect(() => parseCliArgs(["status"])).toThrow(/status needs --redis/);
     },
     HANG_MS,
@@ -174,6 +174,31 @@ describe("politely crawl --shared-queue", () => {
       const again = await politely(workerArgs(prefix, "w3", dir, join(dir, "urls.txt")));
       expect(again.code, again.stderr).toBe(0);
       expect(site.fetches.length).toBe(30);
+    },
+    HANG_MS,
+  );
+
+  it(
+    "--max-pages with --shared-queue counts the whole job's requests: two workers on a linked site fetch exactly N pages between them",
+    async () => {
+      const site = await treeSite(30, 20);
+      const { prefix } = await freshJob();
+      const dir = tempDir();
+      writeFileSync(join(dir, "urls.txt"), `${site.origin}/p0\n`);
+      const max = ["--max-pages", "9"];
+      const [a, b] = await Promise.all([
+        politely([...workerArgs(prefix, "w1", dir, join(dir, "urls.txt")), ...max]),
+        politely([...workerArgs(prefix, "w2", dir), ...max]),
+      ]);
+      expect(a.code, a.stderr).toBe(0);
+      expect(b.code, b.stderr).toBe(0);
+      // Nine distinct pages in all, each once, whoever found the links.
+      const paths = site.fetches.map((f) => f.path);
+      expect(paths).toHaveLength(9);
+      expect(new Set(paths).size).toBe(9);
+      const status = await politely(["status", "--redis", REDIS, "--redis-prefix", prefix]);
+      expect(status.stdout).toContain("0 queued, 0 leased, 9 done, 0 failed");
+      expect(status.stdout).toMatch(/\d+ dropped past --max-pages/);
     },
     HANG_MS,
   );

@@ -394,9 +394,46 @@ describe("RedisRequestQueue", () => {
     HANG_MS,
   );
 
+  it(
+    "RedisRequestQueue maxRequests bounds the job's requests across workers: past it links are dropped, start requests never",
+    async () => {
+      const { prefix, admin } = await freshJob();
+      const a = await worker(prefix, { maxRequests: 5 });
+      const b = await worker(prefix, { maxRequests: 5 });
+      a.queue.enqueue("https://a.test/s1", { start: true });
+      a.queue.enqueue("https://a.test/s2", { start: true });
+      a.queue.enqueue("https://a.test/1");
+      a.queue.enqueue("https://a.test/1"); // a duplicate does not count
+      await a.queue.close();
+      for (let i = 2; i <= 6; i++) b.queue.enqueue(`https://a.test/${i}`);
+      // Past the limit, a start request still goes in (the input is never dropped).
+      b.queue.enqueue("https://a.test/s3", { start: true });
+      await b.queue.close();
+      expect(a.queue.stats()).toMatchObject({ filtered: 1, limited: 0 });
+      expect(b.queue.stats()).toMatchObject({ filtered: 0, limited: 3 });
+      const c = await worker(prefix);
+      expect((await drain(c.queue).done).sort()).toEqual([
+        "https://a.test/1",
+        "https://a.test/2",
+        "https://a.test/3",
+        "https://a.test/s1",
+        "https://a.test/s2",
+        "https://a.test/s3",
+      ]);
+      // A dropped request is not marked seen: a later job size could take it.
+      expect(await readRedisQueueStatus(admin, prefix)).toMatchObject({
+        done: 6,
+        seen: 6,
+        limited: 3,
+      });
+    },
+    HANG_MS,
+  );
+
   it("RedisRequestQueue refuses a bad option, naming it", async () => {
     const client = await connectRedis();
     expect(() => new RedisRequestQueue(client, { leaseMs: 0 })).toThrow(/'leaseMs' must be/);
     expect(() => new RedisRequestQueue(client, { prefix: "" })).toThrow(/'prefix'/);
+    expect(() => new RedisRequestQueue(client, { maxRequests: -1 })).toThrow(/'maxRequests'/);
   }, HANG_MS);
 });

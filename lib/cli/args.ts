@@ -177,7 +177,8 @@ const CRAWL_OPTIONS =
   --follow           follow links of HTML pages (<a href>, <link rel=next>, <base>; not
                      rel=nofollow or meta robots nofollow) on the start URLs' domains
   --max-depth N      with --follow: at most N links away from a start URL
-  --max-pages N      with --follow: at most N requests in all
+  --max-pages N      with --follow: at most N requests in all (with --shared-queue: in the
+                     whole job, counted in Redis)
   --allow-domain D   with --follow: follow links to D and its subdomains too (repeatable)
   --plain            plain log lines, even on a terminal
   --quiet            no live view or log lines; only the summary
@@ -436,13 +437,6 @@ function parseCrawl(argv: readonly string[]): CrawlArgs | HelpArgs {
     if (values.jobdir !== undefined) {
       throw new UsageError(
         `--jobdir cannot be used with --shared-queue (the job lives in Redis): current value is '${values.jobdir}'`,
-      );
-    }
-    if (values["max-pages"] !== undefined) {
-      throw new UsageError(
-        `--max-pages cannot be used with --shared-queue (each worker would count its own): current value is '${
-          values["max-pages"]
-        }'`,
       );
     }
   }

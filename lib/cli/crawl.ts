@@ -162,6 +162,8 @@ export interface CrawlOptions {
     readonly join: boolean;
     /** How long a taken request stays leased without renewal (`--redis-lease`). @default 60000 */
     readonly leaseMs?: number;
+    /** The job's most requests in all, counted in Redis (`--max-pages`). @default no limit */
+    readonly maxRequests?: number | undefined;
   };
   /** Stops the crawl (Ctrl-C): in-flight downloads are aborted, pending requests stay in the job directory. */
   readonly stop?: AbortSignal;
@@ -359,6 +361,7 @@ export function runCrawl(options: CrawlOptions): Promise<CrawlResult> {
         outageWaitMs: options.sharedWaitMs ?? DEFAULT_REDIS_WAIT_MS,
         awaitJob: sharedQueue.join,
         ...(sharedQueue.leaseMs !== undefined ? { leaseMs: sharedQueue.leaseMs } : {}),
+        ...(sharedQueue.maxRequests !== undefined ? { maxRequests: sharedQueue.maxRequests } : {}),
       })
       : new RequestQueue<RequestObject>({
         // The throttler is the queue's view: both see the same scopes and slots.

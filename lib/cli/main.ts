@@ -287,7 +287,6 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
     await redis?.close();
     return fail(error instanceof Error ? error.message : String(error));
   }
-  const follower = args.follow === undefined ? undefined : new LinkFollower(args.follow);
   const sharedQueue = args.sharedQueue && redis !== undefined && args.redis !== undefined
     ? {
       client: redis.client,
@@ -295,8 +294,13 @@ async function crawlCommand(args: CrawlArgs): Promise<number> {
       join: args.input === undefined,
       leaseMs: args.redis.leaseMs,
       waitMs: args.redis.waitMs,
+      // --max-pages counts the whole job's requests, in Redis.
+      maxRequests: args.follow?.maxPages,
     }
     : undefined;
+  const follower = args.follow === undefined ? undefined : new LinkFollower(
+    sharedQueue === undefined ? args.follow : { ...args.follow, maxPages: undefined },
+  );
   // In a shared job the start domains are the job's, in Redis.
   const domains = follower !== undefined && sharedQueue !== undefined
     ? new SharedStartDomains(

@@ -19,7 +19,7 @@ const MAX_ROWS = 30;
  * import { formatQueueStatus } from "./queue_status.ts";
  * const text = formatQueueStatus({
  *   exists: true, queued: 1, leased: 0, done: 2, failed: 0, seen: 3, reclaimed: 0,
- *   filtered: 0, finished: false,
+ *   filtered: 0, limited: 0, finished: false,
  *   scopes: [{ scope: "a.test", queued: 1, leased: 0, done: 2, failed: 0 }],
  * }, "redis://127.0.0.1:6379 job1:");
  * console.assert(text.includes("1 queued"));
@@ -34,7 +34,9 @@ export function formatQueueStatus(status: RedisQueueStatus, where: string): stri
   const lines = [
     `job ${where}: ${state}`,
     `${status.queued} queued, ${status.leased} leased, ${status.done} done, ${status.failed} failed` +
-    ` (${status.seen} seen, ${status.filtered} duplicates dropped, ${status.reclaimed} leases expired and handed out again)`,
+    ` (${status.seen} seen, ${status.filtered} duplicates dropped, ${
+      status.limited > 0 ? `${status.limited} dropped past --max-pages, ` : ""
+    }${status.reclaimed} leases expired and handed out again)`,
   ];
   if (status.scopes.length > 0) {
     const rows = status.scopes.slice(0, MAX_ROWS);
