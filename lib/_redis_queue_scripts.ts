@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { createHash } from "node:crypto";
+import { type RedisCommandSender, runScript, scriptSha } from "./_redis_script.ts";
 
 /** The key base of a job: the prefix inside a hash tag, unless it already has one. */
 export function queueKeyBase(prefix: string): string {
@@ -242,26 +242,21 @@ export const QUEUE_SCRIPTS = {
 export type QueueScriptName = keyof typeof QUEUE_SCRIPTS;
 
 const SHAS = new Map<QueueScriptName, string>(
-  (Object.keys(QUEUE_SCRIPTS) as QueueScriptName[]).map((
+  (Object.keys(QUEUE_SCRIPTS) as QueueScriptName[]).map((name) => [
     name,
-  ) => [name, createHash("sha1").update(QUEUE_SCRIPTS[name]).digest("hex")]),
+    scriptSha(QUEUE_SCRIPTS[name]),
+  ]),
 );
 
 /**
- * Run a script by its SHA, sending its text once when Redis does not have it
- * (first use, `SCRIPT FLUSH`, a restarted Redis).
+ * Run a queue script by its SHA, sending its text once when Redis does not
+ * have it (first use, `SCRIPT FLUSH`, a restarted Redis).
  */
-export async function runQueueScript(
-  client: { sendCommand(args: readonly string[]): Promise<unknown> },
+export function runQueueScript(
+  client: RedisCommandSender,
   name: QueueScriptName,
   keys: readonly string[],
   args: readonly string[],
 ): Promise<unknown> {
-  const tail = [String(keys.length), ...keys, ...args];
-  try {
-    return await client.sendCommand(["EVALSHA", SHAS.get(name)!, ...tail]);
-  } catch (error) {
-    if (!(error instanceof Error && error.message.startsWith("NOSCRIPT"))) throw error;
-    return await client.sendCommand(["EVAL", QUEUE_SCRIPTS[name], ...tail]);
-  }
+  return runScript(client, SHAS.get(name)!, QUEUE_SCRIPTS[name], keys, args);
 }

@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { runScript } from "./_redis_script.ts";
 import { errorReason } from "./_error_text.ts";
 import { type Observable, Subject } from "rxjs";
 import { LOCAL_FAILURE } from "./download_errors.ts";
@@ -671,16 +672,9 @@ class RedisScopesStore implements RedisScopes {
     );
   }
 
-  async #run(name: ScriptName, keys: readonly string[], args: readonly string[]): Promise<unknown> {
-    const sha = this.#shas.get(name)!;
-    const tail = [String(keys.length), ...keys, ...args];
-    try {
-      return await this.#client.sendCommand(["EVALSHA", sha, ...tail]);
-    } catch (error) {
-      // After SCRIPT FLUSH or a restart of Redis: EVAL caches the script again.
-      if (!(error instanceof Error && error.message.startsWith("NOSCRIPT"))) throw error;
-      return await this.#client.sendCommand(["EVAL", SCRIPTS[name], ...tail]);
-    }
+  #run(name: ScriptName, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    // After SCRIPT FLUSH or a restart of Redis: EVAL caches the script again.
+    return runScript(this.#client, this.#shas.get(name)!, SCRIPTS[name], keys, args);
   }
 
   async acquire(
