@@ -13,7 +13,8 @@
  * - `set:<scope-set key>`: zset, id -> score (-priority); ties go by id,
  *   which encodes start/regular and the enqueue order (LIFO or FIFO).
  * - `leases`: zset, id -> expiry (Redis server time, ms).
- * - `takes`: hash, id -> times handed out (kept across expired leases).
+ * - `takes`: hash, id -> attempts: times handed out, and retries within a
+ *   take (kept across expired leases).
  * - `seen`: set of compact fingerprints (dedupe).
  * - `counts`: hash: queued, done, failed, filtered, limited, reclaimed.
  * - `scopes`: hash, `d:<set key>` / `f:<set key>` -> done / failed per scope set.
@@ -216,6 +217,21 @@ end
 return n
 `;
 
+/**
+ * ARGV: key base, then ids. Each is being attempted again within its take (a
+ * retry): its `takes` count goes up, so a worker that takes it after this
+ * one died counts the attempts made (not for a request already done).
+ */
+const TRIED = PRELUDE + `local n = 0
+for i = 2, #ARGV do
+  if redis.call('HEXISTS', REQ, ARGV[i]) == 1 then
+    redis.call('HINCRBY', TAKES, ARGV[i], 1)
+    n = n + 1
+  end
+end
+return n
+`;
+
 /** ARGV: key base, lease ms, then ids. Pushes their leases on; answers the ids no longer leased. */
 const RENEW = PRELUDE + `local leaseMs = tonumber(ARGV[2])
 local lost = {}
@@ -235,6 +251,7 @@ export const QUEUE_SCRIPTS = {
   take: TAKE,
   ack: ACK,
   unsent: UNSENT,
+  tried: TRIED,
   renew: RENEW,
 } as const;
 

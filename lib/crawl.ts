@@ -9,6 +9,7 @@
 import { isPromiseLike } from "./_is_promise_like.ts";
 import { filter, identity, Observable, type OperatorFunction } from "rxjs";
 import type { Outcome } from "./outcome.ts";
+import type { DownloadContext } from "./download.ts";
 import { InvalidRequestError, isLocalFailure } from "./download_errors.ts";
 import type { CrawlQueue } from "./crawl_queue.ts";
 import type { Throttler } from "./throttler.ts";
@@ -119,9 +120,13 @@ export function crawl<R, T>(options: CrawlOptions<R, T>): Observable<Outcome<R, 
       }
     };
     const before = queue.attemptsBefore?.bind(queue);
+    const tried = queue.recordAttempt?.bind(queue);
     const gate = throttleByScope(
       throttler,
-      download,
+      tried === undefined ? download : (request: R, context: DownloadContext) => {
+        tried(request, context.attempt);
+        return download(request, context);
+      },
       before === undefined ? {} : { firstAttempt: (r: R) => 1 + before(r) },
     );
     // A request others tried as often as retries allow (each take of a

@@ -59,4 +59,11 @@ export interface CrawlQueue<R> {
    * attempt 1.
    */
   attemptsBefore?(request: R): number;
+  /**
+   * The crawl is about to make attempt `attempt` at a request that came out
+   * of `requests$` (every attempt, retries included): a shared queue counts
+   * the retries it makes within one take, so the next worker that takes the
+   * request after this one died counts them too.
+   */
+  recordAttempt?(request: R, attempt: number): void;
 }

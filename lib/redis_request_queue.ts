@@ -281,6 +281,8 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   #toEnqueue: string[][] = [];
   #toAck: string[] = [];
   #toUnsend: string[] = [];
+  /** Ids of held requests being attempted again (retries within their take). */
+  #toTry: string[] = [];
   /** READY's first scope sets, as the last take saw them. */
   #heads: readonly string[] = [];
   /** `#heads` split into their scope names (split once per take, read at every change). */
@@ -485,6 +487,23 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   attemptsBefore(request: R): number {
     const takes = this.takesOf(request);
     return takes === undefined ? 0 : Math.max(0, takes - 1);
+  }
+
+  /**
+   * The crawl is about to make attempt `attempt` at a held request. A retry
+   * within this take (an attempt past the take's first) is counted in Redis
+   * with the request's takes, in the next write call: a worker that takes it
+   * after this one died starts from the attempts made. (An attempt that then
+   * fails locally, never sent, still counts.)
+   *
+   * @param request A request this worker holds.
+   * @param attempt The attempt's number (1 for a first attempt).
+   */
+  recordAttempt(request: R, attempt: number): void {
+    const held = this.#held.get(request)?.[0];
+    if (held === undefined || !(attempt > held.takes)) return;
+    this.#toTry.push(held.id);
+    this.#pump();
   }
 
   /** A snapshot of the stats. */
@@ -779,6 +798,11 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       await this.#client.sendCommand(["SET", this.#keys[0]!, "0", "NX"]);
       this.#markSeeded = false;
     }
+    while (this.#toTry.length > 0) {
+      const batch = this.#toTry.slice(0, MAX_BATCH);
+      await this.#run("tried", batch);
+      this.#toTry = this.#toTry.slice(batch.length);
+    }
     while (this.#toUnsend.length > 0) {
       const batch = this.#toUnsend.slice(0, MAX_BATCH);
       await this.#run("unsent", batch);
@@ -882,6 +906,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     if (
       this.#startDone && this.#heldCount === 0 && this.#pending === 0 && this.#leased === 0 &&
       this.#toEnqueue.length === 0 && this.#toAck.length === 0 && this.#toUnsend.length === 0 &&
+      this.#toTry.length === 0 &&
       (!this.#awaitJob || Number(exists) === 1)
     ) {
       live.complete();

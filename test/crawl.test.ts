@@ -100,6 +100,7 @@ describe("crawl()", () => {
     const throttler = createThrottler<string>({ adaptive: false, backoff: { windowMs: 0 } });
     const done: [string, boolean | undefined][] = [];
     const sent: [string, number][] = [];
+    const recorded: [string, number][] = [];
     const queue = {
       requests$: from(["https://a.test/new", "https://b.test/retaken", "https://c.test/poison"]),
       enqueue: () => {},
@@ -108,6 +109,8 @@ describe("crawl()", () => {
       // A shared queue's re-handed requests: two earlier takes by workers
       // that died, and three (as many as 1 + 2 retries allow).
       attemptsBefore: (r: string) => (r.includes("retaken") ? 2 : r.includes("poison") ? 3 : 0),
+      // Told every attempt before its download (a shared queue counts the retries).
+      recordAttempt: (r: string, attempt: number) => void recorded.push([r, attempt]),
     };
     const outcomes = await lastValueFrom(
       crawl<string, { status: number; headers: Record<string, string> }>({
@@ -129,6 +132,7 @@ describe("crawl()", () => {
     ]);
     // The one tried as often as allowed is given up unsent: an error outcome, done as failed.
     expect(sent.some(([u]) => u.includes("c.test"))).toBe(false);
+    expect(recorded).toEqual(sent);
     const poison = outcomes.find((o) => o.request.includes("c.test"))!;
     expect(poison.kind === "error" && poison.error).toBeInstanceOf(AttemptsExhaustedError);
     expect(done.sort()).toEqual([

@@ -225,6 +225,40 @@ describe("RedisRequestQueue", () => {
   );
 
   it(
+    "RedisRequestQueue.recordAttempt(): retries within a take count in Redis, so the next worker after a death starts from the attempts made",
+    async () => {
+      const { prefix, admin } = await freshJob();
+      const dead = await worker(prefix, {
+        leaseMs: 300,
+        outageWaitMs: 0,
+        start: ["https://a.test/1", "https://b.test/2"],
+      });
+      const taken = drain(dead.queue, () => {});
+      await waitFor(() => expect(taken.got.length).toBe(2));
+      taken.stop();
+      // /1: its first attempt and two retries; /2: its first attempt only (not a retry: not counted).
+      dead.queue.recordAttempt("https://a.test/1", 1);
+      dead.queue.recordAttempt("https://a.test/1", 2);
+      dead.queue.recordAttempt("https://a.test/1", 3);
+      dead.queue.recordAttempt("https://b.test/2", 1);
+      // A request this worker does not hold: nothing.
+      dead.queue.recordAttempt("https://c.test/3", 2);
+      await waitFor(async () =>
+        expect(await admin.hVals(`{${prefix}}q:takes`)).toEqual(expect.arrayContaining(["3", "1"]))
+      );
+      dead.client.destroy();
+      const alive = await worker(prefix, { leaseMs: 300 });
+      const before = new Map<string, number>();
+      await drain(alive.queue, (r) => {
+        before.set(r, alive.queue.attemptsBefore(r));
+        alive.queue.markDone(r);
+      }).done;
+      expect(Object.fromEntries(before)).toEqual({ "https://a.test/1": 3, "https://b.test/2": 1 });
+    },
+    HANG_MS,
+  );
+
+  it(
     "RedisRequestQueue never hands out again a request a slow worker finished after its lease expired",
     async () => {
       const { prefix, admin } = await freshJob();
