@@ -44,6 +44,7 @@ export * from "./lib/shared_download.ts";
 export * from "./lib/shared_backoff.ts";
 export * from "./lib/redis_request_queue.ts";
 export * from "./lib/redis_queue_status.ts";
+export * from "./lib/redis_cluster.ts";
 export * from "./lib/sim/simulate.ts";
 export * from "./lib/sim/site_spec.ts";
 export * from "./lib/dashboard/dashboard_aggregator.ts";
