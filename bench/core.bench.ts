@@ -208,6 +208,12 @@ interface ChildResult {
   /** Timed run: wall-clock ms and requests/s. */
   readonly ms: number;
   readonly perSecond: number;
+  /**
+   * Timed run: requests per second of CPU time (the process's user and system
+   * time, its GC threads included): steadier than wall-clock time on a
+   * machine other work shares.
+   */
+  readonly perCpuSecond: number;
   /** Timed run: highest heapUsed sampled every 1,000 results, minus the settled baseline (garbage included). */
   readonly peakSampled: number;
   /** Memory run: highest heapUsed right after a forced GC (first result, then every 10,000), minus the baseline. */
@@ -234,12 +240,14 @@ async function timed(
     }
   };
   const t0 = now();
+  const cpu0 = process.cpuUsage();
   await run(requests, sink, perScope);
   const ms = now() - t0;
+  const cpu = process.cpuUsage(cpu0);
   if (count !== requests.length) {
     throw new Error(`got ${count} results for ${requests.length} requests`);
   }
-  return { ms, peak: peak - base };
+  return { ms, cpuMs: (cpu.user + cpu.system) / 1000, peak: peak - base };
 }
 
 async function child(argv: readonly string[]): Promise<void> {
@@ -258,6 +266,7 @@ async function child(argv: readonly string[]): Promise<void> {
     requests: n,
     ms: t.ms,
     perSecond: n / (t.ms / 1000),
+    perCpuSecond: n / (t.cpuMs / 1000),
     peakSampled: t.peak,
     peakLive: m.peak,
   };
@@ -284,9 +293,9 @@ async function parent(argv: readonly string[]): Promise<void> {
       ]);
       results.get(name)!.push(r);
       process.stderr.write(
-        `core rep ${rep + 1}/${reps} ${name}: ${fmtInt(r.perSecond)} req/s, live peak ${
-          fmtMiB(r.peakLive)
-        }\n`,
+        `core rep ${rep + 1}/${reps} ${name}: ${fmtInt(r.perSecond)} req/s, ${
+          fmtInt(r.perCpuSecond)
+        } req/CPU s, live peak ${fmtMiB(r.peakLive)}\n`,
       );
     }
   }
@@ -296,6 +305,7 @@ async function parent(argv: readonly string[]): Promise<void> {
       return [name, {
         requests: rs[0]!.requests,
         perSecond: median(rs.map((r) => r.perSecond)),
+        perCpuSecond: median(rs.map((r) => r.perCpuSecond)),
         min: Math.min(...rs.map((r) => r.perSecond)),
         max: Math.max(...rs.map((r) => r.perSecond)),
         peakLive: median(rs.map((r) => r.peakLive)),
@@ -310,6 +320,7 @@ async function parent(argv: readonly string[]): Promise<void> {
       CONTENDERS[name]!.label,
       `${fmtInt(s.requests)}${scaled ? " (scaled)" : ""}`,
       fmtInt(s.perSecond),
+      fmtInt(s.perCpuSecond),
       `${fmtInt(s.min)}–${fmtInt(s.max)}`,
       fmtMiB(s.peakLive),
       `${fmtInt(s.peakLive / s.requests)} B`,
@@ -328,7 +339,8 @@ async function parent(argv: readonly string[]): Promise<void> {
       "Contender",
       "Requests",
       "Requests/s (median)",
-      "Range",
+      "Requests/CPU s (median)",
+      "Range (requests/s)",
       "Peak live heap",
       "Live heap / request",
       "Peak heap, garbage incl.",
@@ -341,6 +353,7 @@ async function parent(argv: readonly string[]): Promise<void> {
       "Peak live heap: heap used after a forced GC at the first result (all requests queued) and every " +
       "10,000 results, minus the heap before the run (the request objects themselves excluded). " +
       "Peak heap, garbage incl.: heap used sampled every 1,000 results in the timed run, no forced GC. " +
+      "Requests/CPU s: per second of the process's CPU time in the timed run (GC threads included). " +
       (names.includes("bottleneck")
         ? `Bottleneck gets a tenth of the work (${
           fmtInt(summary.get("bottleneck")!.requests)
@@ -364,6 +377,7 @@ async function parent(argv: readonly string[]): Promise<void> {
     const speedRx = paired(tbs, rx, (r) => r.perSecond);
     const speedPq = paired(tbs, pq, (r) => r.perSecond);
     const speedSem = sem === undefined ? undefined : paired(tbs, sem, (r) => r.perSecond);
+    const cpuSem = sem === undefined ? undefined : paired(tbs, sem, (r) => r.perCpuSecond);
     const heapRx = paired(tbs, rx, (r) => r.peakLive);
     const heapRxSampled = paired(tbs, rx, (r) => r.peakSampled);
     const ok = (b: boolean) => (b ? "met" : "**missed**");
@@ -375,6 +389,10 @@ async function parent(argv: readonly string[]): Promise<void> {
         "throttleByScope ≥ 0.6x a per-key semaphore's requests/s (issue 14)",
         `${fmtFixed(speedSem)}x`,
         ok(speedSem >= 0.6),
+      ], [
+        "the same by requests per CPU second",
+        `${fmtFixed(cpuSem!)}x`,
+        ok(cpuSem! >= 0.6),
       ]]),
       [
         "throttleByScope peak live heap ≤ 1.5x bare RxJS",

@@ -18,8 +18,9 @@
  * - `throttler/_gate.ts`: the dispatcher: tickets, waiting lists, the
  *   dispatch loop, timers and wakes, `changes$`, and what the request queue
  *   asks (`waitMs`, `load`, `quotaShare`, `freeSlots`).
- * - `throttler/_scope_entry.ts`: what is kept per scope (`ScopeEntry`,
- *   `GateTicket`, the timers).
+ * - `throttler/_scope_entry.ts`: what is kept per scope (`ScopeEntry`, the
+ *   timers); `throttler/_ticket_queue.ts`: the waiting requests
+ *   (`TicketQueue`, `GateOwner`).
  * - `throttler/_scope_resolver.ts`: the scopes of a request
  *   (`resolveScopes`).
  * - `throttler/_traffic.ts` and `throttler/traffic_meter.ts`: the counts of
@@ -59,7 +60,7 @@ import type { TrafficMeter } from "./throttler/traffic_meter.ts";
 
 export { formatEvent } from "./throttler/format_event.ts";
 export type { TrafficMeter, TrafficTake, TrafficTotals } from "./throttler/traffic_meter.ts";
-export type { GateTicket } from "./throttler/_scope_entry.ts";
+export type { GateOwner } from "./throttler/_ticket_queue.ts";
 
 /** Options of a throttler besides its settings. */
 export interface ThrottlerOptions<R = unknown> {

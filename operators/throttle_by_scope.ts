@@ -16,7 +16,7 @@ import { type Outcome, outcomeStatus } from "../lib/outcome.ts";
 import { InvalidRequestError } from "../lib/download_errors.ts";
 import { requestMeta } from "../lib/request.ts";
 import type { RequestScopes } from "../lib/scopes.ts";
-import type { GateTicket, Throttler } from "../lib/throttler.ts";
+import type { GateOwner, Throttler } from "../lib/throttler.ts";
 import { errorText } from "../lib/_error_text.ts";
 import { isPromiseLike } from "../lib/_is_promise_like.ts";
 import { RESUBMIT, type Resubmit } from "../lib/_resubmit.ts";
@@ -103,8 +103,11 @@ function attemptFrom<R>(first: (request: R) => number, request: R): number {
   return Number.isInteger(n) && n >= 1 ? n : 1;
 }
 
-/** The state of one subscription of the gate. */
-class Gate<R, T> {
+/**
+ * The state of one subscription of the gate. It is the owner of its waiting
+ * requests at the throttler, which keeps them without an object each.
+ */
+class Gate<R, T> implements GateOwner {
   readonly throttler: Throttler<R>;
   readonly download: DownloadFn<R, T>;
   readonly subscriber: Subscriber<Outcome<R, T>>;
@@ -188,7 +191,7 @@ class Gate<R, T> {
   #afterDelay(request: R, attempt: number, scopes: RequestScopes, delay: number): void {
     if (this.closed) return;
     if (!(delay > 0)) {
-      this.throttler.submit(new Ticket(this, request, attempt, scopes));
+      this.throttler.submit(this, request, attempt, scopes);
       return;
     }
     const throttler = this.throttler;
@@ -203,9 +206,20 @@ class Gate<R, T> {
     }
     const timer = scheduleAfter(throttler.scheduler, delay, () => {
       this.timers.delete(timer);
-      if (!this.closed) throttler.submit(new Ticket(this, request, attempt, scopes));
+      if (!this.closed) throttler.submit(this, request, attempt, scopes);
     });
     this.timers.add(timer);
+  }
+
+  /** The throttler let a request go (see `GateOwner.start`). */
+  start(
+    request: unknown,
+    attempt: number,
+    claims: RequestScopes,
+    sentAt: number,
+    slot: object | undefined,
+  ): void {
+    new Flight(this, request as R, attempt, claims, slot).start(sentAt);
   }
 
   /** A request that never reached the gate (bad URL, bad scopes). */
@@ -254,33 +268,6 @@ class Gate<R, T> {
     for (let f = this.head; f !== undefined; f = f.next) f.abort();
     this.head = undefined;
     this.throttler.detach();
-  }
-}
-
-/**
- * A request waiting at the gate. Kept to four fields: a long backlog of
- * waiting requests costs little more than the requests themselves; what a
- * download needs is allocated when it starts.
- */
-class Ticket<R, T> implements GateTicket {
-  readonly gate: Gate<R, T>;
-  readonly request: R;
-  readonly attempt: number;
-  readonly claims: RequestScopes;
-
-  constructor(gate: Gate<R, T>, request: R, attempt: number, claims: RequestScopes) {
-    this.gate = gate;
-    this.request = request;
-    this.attempt = attempt;
-    this.claims = claims;
-  }
-
-  get owner(): object {
-    return this.gate;
-  }
-
-  start(sentAt: number, slot?: object): void {
-    new Flight(this.gate, this.request, this.attempt, this.claims, slot).start(sentAt);
   }
 }
 

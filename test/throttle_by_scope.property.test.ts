@@ -100,3 +100,87 @@ describe("throttleByScope() properties", () => {
     );
   });
 });
+
+describe("throttleByScope() on a clock that moves at every reading", () => {
+  it("throttleByScope() keeps concurrency and delays when every clock reading moves the clock on", () => {
+    // The gate reads the clock only when it needs it (a request queued behind
+    // others reads none). Here every reading moves the clock on, as a real one
+    // does: no scope may hold more than its concurrency, and no send may come
+    // before its delay, by the gate's times or by the download's own reading.
+    fc.assert(
+      fc.property(
+        fc.record({
+          configs: fc.tuple(scopeConfig, scopeConfig, scopeConfig),
+          cap: fc.integer({ min: 1, max: 8 }),
+          tick: fc.double({ min: 1e-6, max: 0.5, noNaN: true }),
+          requests: fc.array(request, { minLength: 1, maxLength: 40 }),
+        }),
+        ({ configs, cap, tick, requests }) => {
+          const frames = testScheduler();
+          let readings = 0;
+          const scheduler = {
+            now: () => frames.now() + tick * readings++,
+            schedule: frames.schedule.bind(frames) as typeof frames.schedule,
+          };
+          const throttler = createThrottler<RequestObject>({
+            concurrentRequests: cap,
+            scopes: Object.fromEntries(
+              NAMES.map((n, i) => [n, { ...configs[i]!, jitter: 0 }]),
+            ),
+          }, { scheduler });
+          const inFlight = new Map<string, number>();
+          const starts = new Map<string, number[]>();
+          const sentAts = new Map<string, number[]>();
+          let total = 0;
+          let maxTotal = 0;
+          const objects: RequestObject[] = requests.map((r, id) => ({
+            url: `http://x.test/${id}`,
+            meta: { throttlingScopes: r.scopes, latency: r.latency, at: r.at, id },
+          }));
+          let done = 0;
+          from(objects).pipe(
+            mergeMap((r) => timer(r.meta!["at"] as number, frames).pipe(map(() => r))),
+            throttleByScope(throttler, (r, ctx) => {
+              const at = scheduler.now();
+              maxTotal = Math.max(maxTotal, ++total);
+              for (const scope of ctx.scopes) {
+                const n = (inFlight.get(scope) ?? 0) + 1;
+                inFlight.set(scope, n);
+                const c = configs[NAMES.indexOf(scope as (typeof NAMES)[number])]!;
+                expect(n).toBeLessThanOrEqual(c.concurrency);
+                starts.set(scope, [...(starts.get(scope) ?? []), at]);
+              }
+              return timer(r.meta!["latency"] as number, frames).pipe(map(() => {
+                total--;
+                for (const scope of ctx.scopes) inFlight.set(scope, inFlight.get(scope)! - 1);
+                return r;
+              }));
+            }),
+          ).subscribe((o) => {
+            done++;
+            for (const scope of o.scopes) {
+              sentAts.set(scope, [...(sentAts.get(scope) ?? []), o.sentAt]);
+            }
+          });
+          frames.flush();
+          expect(done).toBe(objects.length);
+          expect(maxTotal).toBeLessThanOrEqual(cap);
+          NAMES.forEach((name, i) => {
+            const delay = configs[i]!.delayMs;
+            const sent = [...(sentAts.get(name) ?? [])].sort((a, b) => a - b);
+            for (let k = 1; k < sent.length; k++) {
+              expect(sent[k]! - sent[k - 1]!).toBeGreaterThanOrEqual(delay - 1e-9);
+            }
+            const s = starts.get(name) ?? [];
+            for (let k = 1; k < s.length; k++) {
+              // The download reads the clock a few readings after the send was
+              // recorded: it may see a gap short by those readings' ticks.
+              expect(s[k]! - s[k - 1]!).toBeGreaterThanOrEqual(delay - 8 * tick);
+            }
+          });
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});

@@ -1,7 +1,8 @@
 /**
- * The gate of the throttler: requests come in as tickets (`submit`), go when
- * every scope and the global cap allow, wait in their scope's list when not,
- * and free their slots when they settle (`release`). Owns the dispatch loop
+ * The gate of the throttler: requests come in (`submit`), go when every
+ * scope and the global cap allow, wait in their scope's list when not (a
+ * `TicketQueue`: no object per waiting request), and free their slots when
+ * they settle (`release`). Owns the dispatch loop
  * (`#drain`), the per-scope timers that look at waiting requests again and
  * the wakes that let managers change by themselves, and the batching of
  * `changes$`. The façade (`../throttler.ts`) builds on it.
@@ -11,23 +12,20 @@
  * objects from the scope store and passes them down; add no lookup, closure
  * or allocation per request (bench/core.bench.ts measures it).
  *
+ * Size: a little over 500 lines, on purpose: the whole hot path stays on one
+ * object (issue 14), where a call into another layer would cost every request.
+ *
  * @module
  */
 import { type Observable, Subject } from "rxjs";
-import { Deque } from "../_deque.ts";
 import type { WaitReason } from "../events.ts";
 import { ThrottlingScopeManager } from "../scope_manager.ts";
 import type { DoneInfo, ThrottlingScopeManagerProtocol } from "../scope_manager_protocol.ts";
 import type { RequestScopes } from "../scopes.ts";
 import { scheduleAfter } from "../_timer.ts";
-import {
-  clearTimer,
-  clearWake,
-  type GateTicket,
-  newTimers,
-  type ScopeEntry,
-} from "./_scope_entry.ts";
+import { clearTimer, clearWake, newTimers, type ScopeEntry } from "./_scope_entry.ts";
 import { ScopeStore } from "./_scope_store.ts";
+import { type GateOwner, TicketQueue } from "./_ticket_queue.ts";
 import { TrafficCounter } from "./_traffic.ts";
 
 const NO_AMOUNTS: readonly (number | undefined)[] = [];
@@ -37,7 +35,7 @@ const NO_AMOUNTS: readonly (number | undefined)[] = [];
  * made.
  */
 export abstract class Gate extends ScopeStore {
-  readonly #global = new Deque<GateTicket>();
+  readonly #global = new TicketQueue();
   #active = 0;
   #held = 0;
   /** Scopes whose waiting requests must be looked at again. */
@@ -128,13 +126,13 @@ export abstract class Gate extends ScopeStore {
     return n;
   }
 
-  /** @internal Queue a ticket; its `start` runs when every scope and the global cap allow it. */
-  submit(ticket: GateTicket): void {
+  /** @internal Queue a request; `owner.start` runs when every scope and the global cap allow. */
+  submit(owner: GateOwner, request: unknown, attempt: number, claims: RequestScopes): void {
     this.depth++;
     try {
       // Sweep here, between decisions, never while a ticket's scopes are being looked up.
       if (this.sweepDue()) this.sweep();
-      if (!this.#tryStart(ticket)) {
+      if (!this.#tryStart(owner, request, attempt, claims, false)) {
         this.#held++;
         if (!this.#warnedHeld && this.#held > this.settings.delayedRequestsWarnThreshold) {
           this.#warnedHeld = true;
@@ -154,7 +152,7 @@ export abstract class Gate extends ScopeStore {
 
   /**
    * @internal A started request settled: free its slot in every scope.
-   * `slot` is what `GateTicket.start` was given, if kept.
+   * `slot` is what `GateOwner.start` was given, if kept.
    */
   release(scopes: RequestScopes, result?: DoneInfo, slot?: object): void {
     const now = this.scheduler.now();
@@ -189,18 +187,12 @@ export abstract class Gate extends ScopeStore {
     this.#drain();
   }
 
-  /** @internal Drop every waiting ticket of an owner (its subscription ended). */
-  cancelOwner(owner: object): void {
-    let dropped = 0;
-    const keep = (t: GateTicket) => {
-      if (t.owner !== owner) return true;
-      dropped++;
-      return false;
-    };
-    this.#global.filterInPlace(keep);
+  /** @internal Drop every waiting request of an owner (its subscription ended). */
+  cancelOwner(owner: GateOwner): void {
+    let dropped = this.#global.dropOwner(owner);
     for (const entry of this.allEntries()) {
       if (entry.waiting === undefined || entry.waiting.size === 0) continue;
-      entry.waiting.filterInPlace(keep);
+      dropped += entry.waiting.dropOwner(owner);
       if (entry.waiting.size === 0) clearTimer(entry);
     }
     this.#held -= dropped;
@@ -259,46 +251,62 @@ export abstract class Gate extends ScopeStore {
     this.#changes.next([...changed]);
   }
 
-  #tryStart(ticket: GateTicket, fromGlobal = false): boolean {
+  #tryStart(
+    owner: GateOwner,
+    request: unknown,
+    attempt: number,
+    claims: RequestScopes,
+    fromGlobal: boolean,
+  ): boolean {
     if (
       this.#active >= this.settings.concurrentRequests || (!fromGlobal && this.#global.size > 0)
     ) {
-      this.#global.push(ticket);
+      this.#global.push(owner, request, attempt, claims);
       if (this.observed) this.#delayed(undefined, "global", Infinity);
       return false;
     }
-    const now = this.scheduler.now();
-    const names = ticket.claims.names;
-    const amounts = ticket.claims.amounts ?? NO_AMOUNTS;
+    // Read when first needed: a request queued behind others (most of a backlog) reads no clock.
+    let now = Number.NaN;
+    const names = claims.names;
+    const amounts = claims.amounts ?? NO_AMOUNTS;
     let entry: ScopeEntry | undefined;
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
       entry = this.entry(scope);
       if (entry.waiting !== undefined && entry.waiting.size > 0) {
         // Keep the order of the scope: behind those already waiting.
-        entry.waiting.push(ticket);
+        entry.waiting.push(owner, request, attempt, claims);
         return false;
       }
+      if (now !== now) now = this.scheduler.now();
       this.advance(scope, entry, now);
       const wait = entry.manager.canSend(now, amounts[i]);
       if (wait > 0) {
-        (entry.waiting ??= new Deque()).push(ticket);
+        (entry.waiting ??= new TicketQueue()).push(owner, request, attempt, claims);
         if (wait !== Infinity) this.#armTimer(scope, entry, now + wait);
         if (this.observed) this.#delayed(scope, this.#reason(entry, now, wait), wait);
         return false;
       }
     }
-    this.#start(ticket, now, entry);
+    this.#start(owner, request, attempt, claims, now, entry);
     return true;
   }
 
-  /** `only`: the entry of a single-scope ticket when the caller has it (saves a lookup). */
-  #start(ticket: GateTicket, decidedAt: number, only?: ScopeEntry): void {
+  /** `decidedAt`: NaN when no clock was read; `only`: a single-scope ticket's entry, if known. */
+  #start(
+    owner: GateOwner,
+    request: unknown,
+    attempt: number,
+    claims: RequestScopes,
+    decidedAt: number,
+    only: ScopeEntry | undefined,
+  ): void {
     // Read the clock again: the send is recorded as close as possible to the
     // download's start, so "not before" times are measured from the real send.
-    const now = Math.max(decidedAt, this.scheduler.now());
-    const names = ticket.claims.names;
-    const amounts = ticket.claims.amounts ?? NO_AMOUNTS;
+    const clock = this.scheduler.now();
+    const now = decidedAt > clock ? decidedAt : clock; // NaN: the clock
+    const names = claims.names;
+    const amounts = claims.amounts ?? NO_AMOUNTS;
     const traffic = this.traffic;
     this.#active++;
     if (traffic.meters > 0) traffic.totals.sent++;
@@ -312,7 +320,7 @@ export abstract class Gate extends ScopeStore {
       if (amounts[i] === undefined) this.#checkQuotaAmounts(scope, entry.manager);
       this.changed(scope, entry, now);
     }
-    ticket.start(now, names.length === 1 ? entry : undefined);
+    owner.start(request, attempt, claims, now, names.length === 1 ? entry : undefined);
   }
 
   /** Start waiting tickets of a scope while its head can go. */
@@ -324,10 +332,10 @@ export abstract class Gate extends ScopeStore {
         this.#stalled.add(scope);
         return;
       }
-      const ticket = waiting.peek()!;
       const now = this.scheduler.now();
-      const names = ticket.claims.names;
-      const amounts = ticket.claims.amounts ?? NO_AMOUNTS;
+      const claims = waiting.headClaims();
+      const names = claims.names;
+      const amounts = claims.amounts ?? NO_AMOUNTS;
       let blockedBy: string | undefined;
       let blockedEntry: ScopeEntry | undefined;
       let blockedWait = 0;
@@ -349,20 +357,22 @@ export abstract class Gate extends ScopeStore {
           break;
         }
       }
-      if (blockedEntry === undefined) {
-        waiting.shift();
-        this.#held--;
-        this.#start(ticket, now, entry);
-        continue;
-      }
       if (blockedEntry === entry) {
         if (blockedWait !== Infinity) this.#armTimer(scope, entry, now + blockedWait);
         return;
       }
+      const owner = waiting.headOwner();
+      const request = waiting.headRequest();
+      const attempt = waiting.headAttempt();
+      waiting.shift();
+      if (blockedEntry === undefined) {
+        this.#held--;
+        this.#start(owner, request, attempt, claims, now, entry);
+        continue;
+      }
       // Blocked by another scope: wait there instead, so this scope's other
       // requests are not held up behind it (no partial holds either).
-      waiting.shift();
-      (blockedEntry.waiting ??= new Deque()).push(ticket);
+      (blockedEntry.waiting ??= new TicketQueue()).push(owner, request, attempt, claims);
       if (blockedWait !== Infinity) this.#armTimer(blockedBy!, blockedEntry, now + blockedWait);
     }
     // A request started above can settle synchronously and lead to a submit
@@ -373,10 +383,15 @@ export abstract class Gate extends ScopeStore {
   }
 
   #pumpGlobal(): void {
-    while (this.#global.size > 0 && this.#active < this.settings.concurrentRequests) {
-      const ticket = this.#global.shift()!;
+    const global = this.#global;
+    while (global.size > 0 && this.#active < this.settings.concurrentRequests) {
+      const owner = global.headOwner();
+      const request = global.headRequest();
+      const attempt = global.headAttempt();
+      const claims = global.headClaims();
+      global.shift();
       this.#held--;
-      if (!this.#tryStart(ticket, true)) this.#held++;
+      if (!this.#tryStart(owner, request, attempt, claims, true)) this.#held++;
     }
   }
 

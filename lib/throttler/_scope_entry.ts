@@ -1,31 +1,18 @@
 /**
  * What the throttler keeps per scope: the entry (the scope's manager and the
- * gate's bookkeeping for it), its timers, and the ticket a waiting request
- * is. Shared by the scope store (`_scope_store.ts`), which creates, pools and
- * evicts entries, and the gate (`_gate.ts`), which queues tickets on them and
- * arms their timers.
+ * gate's bookkeeping for it, its waiting requests) and its timers. Shared by
+ * the scope store (`_scope_store.ts`), which creates, pools and evicts
+ * entries, and the gate (`_gate.ts`), which queues requests on them and arms
+ * their timers.
  *
  * @module
  */
 import type { Subscription } from "rxjs";
-import type { Deque } from "../_deque.ts";
 import type { Slotted } from "../_scope_table.ts";
 import { ThrottlingScopeManager } from "../scope_manager.ts";
 import type { ThrottlingScopeManagerProtocol } from "../scope_manager_protocol.ts";
-import type { RequestScopes } from "../scopes.ts";
+import type { TicketQueue } from "./_ticket_queue.ts";
 import type { TrafficCount } from "./_traffic.ts";
-
-/** A request waiting at the gate. @internal used by the operators of this package. */
-export interface GateTicket {
-  readonly claims: RequestScopes;
-  readonly owner: object;
-  /**
-   * Called once, when the request has been counted against all its scopes and
-   * may start; `sentAt` is the time its send was recorded at. `slot` is an
-   * opaque token to give back to `release` (it spares a lookup there).
-   */
-  readonly start: (sentAt: number, slot?: object) => void;
-}
 
 /** A scope in memory: its manager and the throttler's bookkeeping for it. */
 export interface ScopeEntry extends Slotted {
@@ -33,7 +20,7 @@ export interface ScopeEntry extends Slotted {
   readonly manager: ThrottlingScopeManagerProtocol;
   /** Requests counted while a traffic meter is open (see `meterTraffic`). */
   traffic: TrafficCount | undefined;
-  waiting: Deque<GateTicket> | undefined;
+  waiting: TicketQueue | undefined;
   /** Made when a timer is first armed: most scopes of a broad crawl never need one. */
   timers: EntryTimers | undefined;
   /** Neighbours in the least-recently-used list (older, newer). */
@@ -50,7 +37,7 @@ export class DefaultScopeEntry extends ThrottlingScopeManager implements ScopeEn
   slot = -1;
   /** Handed out by `Throttler.manager`: someone may keep it, so it is never reused. */
   exposed = false;
-  waiting: Deque<GateTicket> | undefined = undefined;
+  waiting: TicketQueue | undefined = undefined;
   timers: EntryTimers | undefined = undefined;
   traffic: TrafficCount | undefined = undefined;
   older: ScopeEntry | undefined = undefined;

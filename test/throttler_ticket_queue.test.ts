@@ -1,0 +1,56 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import type { RequestScopes } from "../lib/scopes.ts";
+import { type GateOwner, TicketQueue } from "../lib/throttler/_ticket_queue.ts";
+
+const owners: GateOwner[] = [0, 1, 2].map(() => ({ start: () => {} }));
+const claims: RequestScopes = { names: ["a"], amounts: undefined };
+
+function drain(q: TicketQueue): [number, number][] {
+  const out: [number, number][] = [];
+  while (q.size > 0) {
+    out.push([owners.indexOf(q.headOwner()), q.headRequest() as number]);
+    expect(q.headAttempt()).toBe((q.headRequest() as number) % 5 + 1);
+    expect(q.headClaims()).toBe(claims);
+    q.shift();
+  }
+  return out;
+}
+
+describe("TicketQueue", () => {
+  it("TicketQueue keeps its tickets first in, first out through growth, wrapping and dropOwner", () => {
+    // Operations: push a ticket of an owner, shift one, or drop an owner's tickets.
+    const op = fc.oneof(
+      fc.record({ push: fc.integer({ min: 0, max: 2 }) }),
+      fc.constant({ shift: true }),
+      fc.record({ drop: fc.integer({ min: 0, max: 2 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 300 }), (ops) => {
+        const q = new TicketQueue();
+        const model: [number, number][] = [];
+        let id = 0;
+        for (const o of ops) {
+          if ("push" in o) {
+            q.push(owners[o.push]!, id, id % 5 + 1, claims);
+            model.push([o.push, id++]);
+          } else if ("shift" in o) {
+            if (model.length > 0) {
+              expect([owners.indexOf(q.headOwner()), q.headRequest()]).toEqual(model[0]);
+            }
+            q.shift();
+            model.shift();
+          } else {
+            const before = model.length;
+            const kept = model.filter(([owner]) => owner !== o.drop);
+            expect(q.dropOwner(owners[o.drop]!)).toBe(before - kept.length);
+            model.splice(0, model.length, ...kept);
+          }
+          expect(q.size).toBe(model.length);
+        }
+        expect(drain(q)).toEqual(model);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
