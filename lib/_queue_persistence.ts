@@ -2,12 +2,14 @@
  * The request queue's side of its job directory (`request_queue.ts` over
  * `job_dir.ts`): opening it and telling what its recovery found, reading
  * its pending requests back (with the scopes written at enqueue, so a resume
- * need not parse URLs again), and the records of a compaction (the live
- * requests in enqueue order, the fingerprints no live request holds).
+ * need not parse URLs again), the records of requests and completions with
+ * the timed flush (`QueueJournal`), and the records of a compaction (the
+ * live requests in enqueue order, the fingerprints no live request holds).
  *
  * @module
  */
-import { hostOf, parseRequestUrl, scopesFromMeta } from "./_queue_scopes.ts";
+import type { SchedulerLike, Subscription } from "rxjs";
+import { hostOf, parseRequestUrl, scopesFromMeta } from "./_request_keys.ts";
 import type { QueueItem } from "./_queue_order.ts";
 import { JobDir, type JobDirEntry, type JobDirRecovery } from "./job_dir.ts";
 import { JobDirLock } from "./job_dir_lock.ts";
@@ -43,6 +45,101 @@ export function openQueueJobDir(
     );
   }
   return opened;
+}
+
+/**
+ * A queue's open job directory: the records of its requests (buffered and
+ * written at the latest `flushIntervalMs` later), their completions, its
+ * compaction and its close.
+ */
+export class QueueJournal<R> {
+  readonly #jobDir: JobDir;
+  readonly #serialize: (request: R) => unknown;
+  readonly #scheduler: SchedulerLike;
+  readonly #flushIntervalMs: number;
+  /** Where a timed flush that fails goes (the queue's subscriber). */
+  readonly #onFlushError: (error: unknown) => void;
+  #flushTimer: Subscription | undefined;
+
+  constructor(
+    jobDir: JobDir,
+    serialize: (request: R) => unknown,
+    scheduler: SchedulerLike,
+    flushIntervalMs: number,
+    onFlushError: (error: unknown) => void,
+  ) {
+    this.#jobDir = jobDir;
+    this.#serialize = serialize;
+    this.#scheduler = scheduler;
+    this.#flushIntervalMs = flushIntervalMs;
+    this.#onFlushError = onFlushError;
+  }
+
+  /**
+   * Writes a request's enqueue record (buffered); `scopes` when a resume may
+   * use them as they are.
+   *
+   * @returns `false` when the request cannot be serialized (it stays in memory).
+   */
+  enqueue(
+    request: R,
+    seq: number,
+    start: boolean,
+    priority: number,
+    fingerprint: string | undefined,
+    scopes: string | readonly string[] | undefined,
+  ): boolean {
+    const data = serializeSafe(this.#serialize, request);
+    if (data === undefined) return false;
+    this.#jobDir.enqueue({ seq, start, priority, fingerprint, data, scopes });
+    if (this.#flushTimer === undefined) {
+      this.#flushTimer = this.#scheduler.schedule(() => {
+        this.#flushTimer = undefined;
+        try {
+          this.#jobDir.flush();
+        } catch (error) {
+          this.#onFlushError(error);
+        }
+      }, this.#flushIntervalMs);
+    }
+    return true;
+  }
+
+  /**
+   * Writes a request's completion.
+   *
+   * @param live Requests pending and in flight.
+   * @returns Whether the log should be compacted now (completions outnumber
+   * both 100,000 and the live requests).
+   */
+  done(item: QueueItem<R>, live: number): boolean {
+    const jd = this.#jobDir;
+    if (item.persisted) jd.done(item.seq);
+    else jd.done(undefined, item.fp);
+    return jd.completionsSinceCompaction > Math.max(100_000, live);
+  }
+
+  /** See {@link compactJobDir}. */
+  compact(
+    live: QueueItem<R>[],
+    seen: ReadonlySet<string>,
+    seenBefore: ReadonlySet<string>,
+    keepScopes: boolean,
+  ): void {
+    compactJobDir(this.#jobDir, live, seen, seenBefore, keepScopes, this.#serialize);
+  }
+
+  /** Writes buffered records now. */
+  flush(): void {
+    this.#jobDir.flush();
+  }
+
+  /** Stops the timed flush and closes the job directory (releasing its lock). */
+  close(): void {
+    this.#flushTimer?.unsubscribe();
+    this.#flushTimer = undefined;
+    this.#jobDir.close();
+  }
 }
 
 /**

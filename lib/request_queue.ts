@@ -8,23 +8,29 @@
  *
  * This file is the façade: the public types, `defaultScopesOf`, and
  * `RequestQueue` with its counters, requests in flight, subscription and
- * dispatch loop. The pieces it stands on, one concept per file:
+ * dispatch loop. The pieces it stands on, one concept per file, each held
+ * by the queue (composition: their fields stay private, and a request
+ * passes through each with one call):
  *
  * - `_queue_options.ts`: the options checked and defaulted (a throttler's
  *   queue settings as the defaults).
- * - `_queue_scopes.ts`: what is read of a request to place it (URL, default
- *   scopes, body, custom `scopesOf` and `fingerprint` called safely) and the
- *   `InvalidRequestError` it is refused with.
- * - `_queue_order.ts`: the pending requests in order: scope sets, the ready
- *   heap, blocked sets and their wakes, requests held aside for their delay.
+ * - `_request_keys.ts`: the keys of a request (`RequestKeys`: its scope set
+ *   or scopes, its fingerprint; the `InvalidRequestError` it is refused
+ *   with), and the default scopes `defaultScopesOf` and a resume read.
+ * - `_queue_order.ts`: the pending requests in order (`QueueOrder`): scope
+ *   sets, the ready heap, blocked sets and their wakes, requests held aside
+ *   for their `throttlingDelayMs`.
  * - `_queue_persistence.ts`: the job directory's side: opening it, reading
- *   pending requests back, the records of a compaction.
+ *   pending requests back, the records of requests and completions with the
+ *   timed flush (`QueueJournal`), compaction.
  * - Shared with `redis_request_queue.ts`: `_request_serialization.ts`
  *   (stored requests) and `_view_scopes.ts` (scopes from a throttler).
  *
- * Size: the public types and the options' documentation (about 200 lines)
- * stay beside the class they describe; reading a request's keys at enqueue
- * and the job directory's bookkeeping are still here (issue 14).
+ * Size: the public types and their documentation (about 200 lines: the
+ * throttler's view, the options, the stats) stay beside the class they
+ * describe, and the class keeps what every request touches on one object
+ * (its counters, the requests in flight, the dispatch loop); the rest is in
+ * the files above.
  *
  * @module
  */
@@ -46,28 +52,19 @@ import { deserializeRequest, metaDepth, serializeRequest } from "./_request_seri
 import { scheduleAfter } from "./_timer.ts";
 import { InvalidRequestError } from "./download_errors.ts";
 import type { ThrottleEvent } from "./events.ts";
-import type { JobDir } from "./job_dir.ts";
 import type { JobDirLock } from "./job_dir_lock.ts";
-import { requestMeta, requestPriority, requestUrl } from "./request.ts";
-import { canonicalHostFast, fingerprintParsed, requestMethod } from "./_fingerprint.ts";
+import { requestMeta, requestPriority } from "./request.ts";
 import { resolveQueueOptions, UNLIMITED_VIEW } from "./_queue_options.ts";
 import {
-  customFingerprint,
   customScopes,
   describe,
   hostOf,
-  invalidRequest,
   parseRequestUrl,
-  requestBodyOf,
+  RequestKeys,
   scopesFromMeta,
-} from "./_queue_scopes.ts";
+} from "./_request_keys.ts";
 import { type QueueItem, QueueOrder } from "./_queue_order.ts";
-import {
-  compactJobDir,
-  openQueueJobDir,
-  resumeEntries,
-  serializeSafe,
-} from "./_queue_persistence.ts";
+import { openQueueJobDir, QueueJournal, resumeEntries } from "./_queue_persistence.ts";
 
 /**
  * What the request queue needs to know of the throttler. The throttler
@@ -277,18 +274,13 @@ export class RequestQueue<R> {
 
   readonly #view: QueueThrottleView;
   readonly #scopesOf: ((request: R) => QueueScopes) | undefined;
-  readonly #order: RequestQueueOrder;
   readonly #depthPriority: number;
   readonly #depthOf: ((request: R) => number) | undefined;
   readonly #dedupe: boolean;
-  readonly #fingerprint: ((request: R) => string) | undefined;
-  readonly #serialize: (request: R) => unknown;
+  /** The keys of the request being enqueued (`_request_keys.ts`). */
+  readonly #keys: RequestKeys<R>;
   readonly #scheduler: SchedulerLike;
-  readonly #flushIntervalMs: number;
   readonly #start: Iterable<R> | Observable<R> | undefined;
-  readonly #needsUrl: boolean;
-  /** Strings take the parse-free path (default fingerprint and scopes). */
-  readonly #fastStrings: boolean;
   /** Every request goes into one scope set (see the constructor). */
   readonly #oneSet: boolean;
   /** Where pending requests wait, in order (`_queue_order.ts`). */
@@ -300,7 +292,8 @@ export class RequestQueue<R> {
   #seenBefore: ReadonlySet<string> = new Set<string>();
   #known = 0;
   #nextSeq = 1;
-  #jobDir: JobDir | undefined;
+  /** The job directory's records (`_queue_persistence.ts`), until `close`. */
+  #journal: QueueJournal<R> | undefined;
 
   #subscriber: Subscriber<R> | undefined;
   #startDone = true;
@@ -308,7 +301,6 @@ export class RequestQueue<R> {
   #again = false;
   #timer: Subscription | undefined;
   #timerAt = Infinity;
-  #flushTimer: Subscription | undefined;
   readonly #stats$ = new Subject<RequestQueueStats>();
   readonly #warnings$ = new ReplaySubject<QueueWarning>(100);
 
@@ -348,17 +340,12 @@ export class RequestQueue<R> {
     this.#oneSet = order === "priority" ||
       (view === UNLIMITED_VIEW && order === "throttling-aware");
     this.#scopesOf = options.scopesOf ?? viewScopesOf<R>(view, defaultScopesOf);
-    this.#order = order;
     this.#depthPriority = resolved.depthPriority;
     this.#depthOf = options.depthOf;
     this.#dedupe = resolved.dedupe;
-    this.#fingerprint = options.fingerprint;
-    this.#serialize = options.serialize ?? serializeRequest;
+    this.#keys = new RequestKeys<R>(this.#scopesOf, options.fingerprint, order);
     this.#scheduler = resolved.scheduler;
-    this.#flushIntervalMs = resolved.flushIntervalMs;
     this.#start = options.start;
-    this.#needsUrl = !this.#fingerprint || (order !== "priority" && !this.#scopesOf);
-    this.#fastStrings = !this.#fingerprint && (order === "priority" || !this.#scopesOf);
     this.#pendingOrder = new QueueOrder<R>({
       view,
       order,
@@ -380,7 +367,13 @@ export class RequestQueue<R> {
         options.jobDirFsync,
         warn,
       );
-      this.#jobDir = jobDir;
+      this.#journal = new QueueJournal<R>(
+        jobDir,
+        options.serialize ?? serializeRequest,
+        resolved.scheduler,
+        resolved.flushIntervalMs,
+        (error) => this.#subscriber?.error(error),
+      );
       this.#seenBefore = recovered.seen;
       this.#nextSeq = recovered.nextSeq;
       const scopesOf = this.#scopesOf;
@@ -393,7 +386,8 @@ export class RequestQueue<R> {
         (r, e, key, scopes, amounts) => {
           this.#resumed++;
           const meta = requestMeta(r);
-          this.#place(
+          this.#pending++;
+          this.#pendingOrder.place(
             r,
             e.seq,
             e.priority,
@@ -432,55 +426,15 @@ export class RequestQueue<R> {
     const start = options?.start === true;
     const meta = requestMeta(request);
     const filter = this.#dedupe && meta?.dontFilter !== true;
-    let key: string | undefined;
-    let scopes: readonly string[] | undefined;
-    let amounts: readonly (number | undefined)[] | undefined;
-    let fp: string | undefined;
-    // A URL string already in canonical form is its own fingerprint and names
-    // its scope (its host) without being parsed: most crawl URLs.
-    const host = this.#fastStrings && typeof request === "string"
-      ? canonicalHostFast(request)
-      : undefined;
-    if (host !== undefined) {
-      key = host;
-      if (filter) fp = request as string;
-    } else {
-      try {
-        // The default functions need a valid URL; custom ones may do without.
-        const url = this.#needsUrl ? parseRequestUrl(request) : undefined;
-        if (this.#order !== "priority") {
-          const rs = this.#scopesOf
-            ? customScopes(this.#scopesOf, request)
-            : scopesFromMeta(request);
-          if (rs === undefined) key = hostOf(request, url as URL);
-          else {
-            scopes = rs.scopes;
-            amounts = rs.amounts;
-            if (scopes.length === 0) {
-              throw invalidRequest(
-                "scopes",
-                request,
-                "Cannot enqueue request as it has no scopes: current value is []",
-              );
-            }
-          }
-        }
-        if (filter) {
-          fp = this.#fingerprint
-            ? customFingerprint(this.#fingerprint, request)
-            : fingerprintParsed(
-              url as URL,
-              requestMethod(request),
-              requestBodyOf(request),
-              requestUrl(request),
-            );
-        }
-      } catch (e) {
-        this.#rejected++;
-        this.#emitStats();
-        throw e;
-      }
+    const keys = this.#keys;
+    try {
+      keys.read(request, filter);
+    } catch (e) {
+      this.#rejected++;
+      this.#emitStats();
+      throw e;
     }
+    const { key, scopes, amounts, fp } = keys;
     if (fp !== undefined) {
       if (this.#seenBefore.has(fp)) {
         this.#known++;
@@ -501,28 +455,37 @@ export class RequestQueue<R> {
     const priority = requestPriority(request) - depth * this.#depthPriority;
     const seq = this.#nextSeq++;
     let persisted = false;
-    const jd = this.#jobDir;
-    if (jd !== undefined) {
-      const data = serializeSafe(this.#serialize, request);
-      if (data === undefined) {
-        this.#unserializable++;
-        this.#enqueuedMemory++;
-      } else {
-        // Default scopes without quota amounts go on file, so a resume need
-        // not parse URLs again (custom scopes are asked again on resume).
-        const stored = this.#scopesOf !== undefined || amounts !== undefined
-          ? undefined
-          : key ?? scopes;
-        jd.enqueue({ seq, start, priority, fingerprint: fp, data, scopes: stored });
+    const journal = this.#journal;
+    if (journal !== undefined) {
+      // Default scopes without quota amounts go on file, so a resume need
+      // not parse URLs again (custom scopes are asked again on resume).
+      const stored = this.#scopesOf !== undefined || amounts !== undefined
+        ? undefined
+        : key ?? scopes;
+      if (journal.enqueue(request, seq, start, priority, fp, stored)) {
         persisted = true;
         this.#enqueuedDisk++;
-        this.#scheduleFlush();
+      } else {
+        this.#unserializable++;
+        this.#enqueuedMemory++;
       }
     } else {
       this.#enqueuedMemory++;
     }
     this.#enqueued++;
-    this.#place(request, seq, priority, start, fp, key, scopes, amounts, persisted, meta);
+    this.#pending++;
+    this.#pendingOrder.place(
+      request,
+      seq,
+      priority,
+      start,
+      fp,
+      key,
+      scopes,
+      amounts,
+      persisted,
+      meta,
+    );
     this.#drain();
     return true;
   }
@@ -546,14 +509,7 @@ export class RequestQueue<R> {
     else this.#inFlight.set(request, item.sameNext);
     this.#inFlightCount--;
     this.#completed++;
-    const jd = this.#jobDir;
-    if (jd !== undefined) {
-      if (item.persisted) jd.done(item.seq);
-      else jd.done(undefined, item.fp);
-      if (jd.completionsSinceCompaction > Math.max(100_000, this.#pending + this.#inFlightCount)) {
-        this.#compact();
-      }
-    }
+    if (this.#journal?.done(item, this.#pending + this.#inFlightCount) === true) this.#compact();
     this.#pendingOrder.touched(item.set);
     this.#drain();
   }
@@ -609,7 +565,7 @@ export class RequestQueue<R> {
 
   /** Writes buffered job directory records now. */
   flush(): void {
-    this.#jobDir?.flush();
+    this.#journal?.flush();
   }
 
   /**
@@ -621,20 +577,18 @@ export class RequestQueue<R> {
    * directory is closed all the same, its old log whole and resumable).
    */
   close(): void {
-    this.#flushTimer?.unsubscribe();
-    this.#flushTimer = undefined;
-    const jd = this.#jobDir;
-    if (jd === undefined) return;
+    const journal = this.#journal;
+    if (journal === undefined) return;
     let failure: unknown;
     try {
       this.#compact();
     } catch (error) {
       failure = error;
     }
-    this.#jobDir = undefined;
+    this.#journal = undefined;
     // Closed even when the compaction failed: the old log is still whole.
     try {
-      jd.close();
+      journal.close();
     } catch (error) {
       failure ??= error;
     }
@@ -684,7 +638,7 @@ export class RequestQueue<R> {
       this.#timer = undefined;
       this.#timerAt = Infinity;
       try {
-        this.#jobDir?.flush();
+        this.#journal?.flush();
       } catch {
         // Reported to the subscriber that failed, or again by close().
       }
@@ -763,25 +717,9 @@ export class RequestQueue<R> {
       this.#inFlightCount === 0 &&
       !this.#draining
     ) {
-      this.#jobDir?.flush();
+      this.#journal?.flush();
       subscriber.complete();
     }
-  }
-
-  #place(
-    r: R,
-    seq: number,
-    priority: number,
-    start: boolean,
-    fp: string | undefined,
-    key: string | undefined,
-    scopes: readonly string[] | undefined,
-    amounts: readonly (number | undefined)[] | undefined,
-    persisted: boolean,
-    meta: { readonly throttlingDelayMs?: number } | undefined,
-  ): void {
-    this.#pending++;
-    this.#pendingOrder.place(r, seq, priority, start, fp, key, scopes, amounts, persisted, meta);
   }
 
   #scheduleTimer(): void {
@@ -801,21 +739,9 @@ export class RequestQueue<R> {
 
   // ---- job directory ------------------------------------------------------
 
-  #scheduleFlush(): void {
-    if (this.#flushTimer !== undefined || this.#jobDir === undefined) return;
-    this.#flushTimer = this.#scheduler.schedule(() => {
-      this.#flushTimer = undefined;
-      try {
-        this.#jobDir?.flush();
-      } catch (error) {
-        this.#subscriber?.error(error);
-      }
-    }, this.#flushIntervalMs);
-  }
-
   #compact(): void {
-    const jd = this.#jobDir;
-    if (jd === undefined) return;
+    const journal = this.#journal;
+    if (journal === undefined) return;
     const live: QueueItem<R>[] = [];
     this.#pendingOrder.collect(live);
     for (const item of this.#unsent) live.push(item);
@@ -825,7 +751,7 @@ export class RequestQueue<R> {
       }
     }
     const keepScopes = this.#scopesOf === undefined && !this.#oneSet;
-    compactJobDir(jd, live, this.#seen, this.#seenBefore, keepScopes, this.#serialize);
+    journal.compact(live, this.#seen, this.#seenBefore, keepScopes);
   }
 
   #warn(code: string, message: string): void {
