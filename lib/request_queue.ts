@@ -6,23 +6,38 @@
  * optionally persisted in a job directory so a crawl can be paused, resumed
  * and survive a crash.
  *
- * Size: a known debt (issue 14): ordering by scope sets, the job directory's
- * use and request keys are here together; a split along those seams is still
- * to do.
+ * This file is the façade: the public types, `defaultScopesOf`, and
+ * `RequestQueue` with its counters, requests in flight, subscription and
+ * dispatch loop. The pieces it stands on, one concept per file, each held
+ * by the queue (composition: their fields stay private, and a request
+ * passes through each with one call):
+ *
+ * - `_queue_options.ts`: the options checked and defaulted (a throttler's
+ *   queue settings as the defaults).
+ * - `_request_keys.ts`: the keys of a request (`RequestKeys`: its scope set
+ *   or scopes, its fingerprint; the `InvalidRequestError` it is refused
+ *   with), and the default scopes `defaultScopesOf` and a resume read.
+ * - `_queue_order.ts`: the pending requests in order (`QueueOrder`): scope
+ *   sets, the ready heap, blocked sets and their wakes, requests held aside
+ *   for their `throttlingDelayMs`.
+ * - `_queue_persistence.ts`: the job directory's side: opening it, reading
+ *   pending requests back, the records of requests and completions with the
+ *   timed flush (`QueueJournal`), compaction.
+ * - Shared with `redis_request_queue.ts`: `_request_serialization.ts`
+ *   (stored requests) and `_view_scopes.ts` (scopes from a throttler).
+ *
+ * Size: the public types and their documentation (about 200 lines: the
+ * throttler's view, the options, the stats) stay beside the class they
+ * describe, and the class keeps what every request touches on one object
+ * (its counters, the requests in flight, the dispatch loop); the rest is in
+ * the files above.
  *
  * @module
  */
-import { viewScopesOf } from "./_view_scopes.ts";
-import { deserializeRequest, metaDepth, serializeRequest } from "./_request_serialization.ts";
-import { describeValue } from "./_describe_value.ts";
-import { scheduleAfter } from "./_timer.ts";
-import { InvalidRequestError } from "./download_errors.ts";
 import {
-  asyncScheduler,
   concat,
   defer,
   isObservable,
-  NEVER,
   type Observable,
   Observable as RxObservable,
   of,
@@ -32,15 +47,24 @@ import {
   type Subscriber,
   type Subscription,
 } from "rxjs";
+import { viewScopesOf } from "./_view_scopes.ts";
+import { deserializeRequest, metaDepth, serializeRequest } from "./_request_serialization.ts";
+import { scheduleAfter } from "./_timer.ts";
+import { InvalidRequestError } from "./download_errors.ts";
 import type { ThrottleEvent } from "./events.ts";
-import { BinaryHeap } from "./_binary_heap.ts";
-import { PriorityBuckets } from "./_priority_buckets.ts";
-import { JobDir, type JobDirEntry } from "./job_dir.ts";
-import { JobDirLock } from "./job_dir_lock.ts";
-import type { ThrottlerSettings } from "./settings.ts";
-import { markRequestDelayed } from "./_request_delay.ts";
-import { requestMeta, requestPriority, requestUrl, type ScopesInput } from "./request.ts";
-import { canonicalHostFast, fingerprintParsed, parseUrl, requestMethod } from "./_fingerprint.ts";
+import type { JobDirLock } from "./job_dir_lock.ts";
+import { requestMeta, requestPriority } from "./request.ts";
+import { resolveQueueOptions, UNLIMITED_VIEW } from "./_queue_options.ts";
+import {
+  customScopes,
+  describe,
+  hostOf,
+  parseRequestUrl,
+  RequestKeys,
+  scopesFromMeta,
+} from "./_request_keys.ts";
+import { type QueueItem, QueueOrder } from "./_queue_order.ts";
+import { openQueueJobDir, QueueJournal, resumeEntries } from "./_queue_persistence.ts";
 
 /**
  * What the request queue needs to know of the throttler. The throttler
@@ -199,21 +223,6 @@ export interface RequestQueueStats {
   readonly blocked: number;
 }
 
-/** A request refused at enqueue, as the `InvalidRequestError` of `download_errors.ts` with its `field`. */
-function invalidRequest(
-  field: string,
-  request: unknown,
-  message: string,
-  options?: { cause?: unknown },
-): InvalidRequestError {
-  return new InvalidRequestError(
-    message,
-    options?.cause === undefined
-      ? { input: request, field }
-      : { input: request, field, cause: options.cause },
-  );
-}
-
 /**
  * A request's default scopes: `meta.throttlingScopes` (string, iterable or
  * `{scope: amount}`) when set, else the URL's host (lower-cased, port kept
@@ -226,54 +235,6 @@ function invalidRequest(
 export function defaultScopesOf(request: unknown): QueueScopes {
   return scopesFromMeta(request) ?? { scopes: [hostOf(request, parseRequestUrl(request))] };
 }
-
-const READY = 1, BLOCKED = 2, GONE = 0;
-
-interface ScopeSet<R> {
-  readonly key: string;
-  readonly scopes: readonly string[];
-  readonly buckets: PriorityBuckets<Item<R>>;
-  heapIndex: number;
-  state: number;
-  version: number;
-  // Cached heap key, refreshed when the head or the load changes.
-  headPriority: number;
-  headStart: boolean;
-  headSeq: number;
-  load: number;
-  share: number;
-  served: number;
-}
-
-interface Item<R> {
-  readonly r: R;
-  readonly seq: number;
-  readonly priority: number;
-  readonly start: boolean;
-  readonly fp: string | undefined;
-  readonly amounts: readonly (number | undefined)[] | undefined;
-  readonly set: ScopeSet<R>;
-  readonly persisted: boolean;
-  readonly releaseAt: number;
-  /** The next in-flight item of an equal request (dontFilter duplicates), without an array per request. */
-  sameNext: Item<R> | undefined;
-}
-
-interface Wake<R> {
-  readonly at: number;
-  readonly set: ScopeSet<R>;
-  readonly version: number;
-}
-
-const UNLIMITED_VIEW: QueueThrottleView = {
-  waitMs: () => 0,
-  load: () => 0,
-  quotaShare: () => 0,
-  freeSlots: () => Infinity,
-  changes$: NEVER,
-};
-
-const ORDERS: readonly string[] = ["throttling-aware", "downloader-aware", "priority"];
 
 /**
  * A request queue: priorities, dedupe, no head-of-line blocking, and an
@@ -313,43 +274,26 @@ export class RequestQueue<R> {
 
   readonly #view: QueueThrottleView;
   readonly #scopesOf: ((request: R) => QueueScopes) | undefined;
-  readonly #order: RequestQueueOrder;
-  readonly #fifo: boolean;
   readonly #depthPriority: number;
   readonly #depthOf: ((request: R) => number) | undefined;
   readonly #dedupe: boolean;
-  readonly #fingerprint: ((request: R) => string) | undefined;
-  readonly #serialize: (request: R) => unknown;
-  readonly #deserialize: (data: unknown) => R;
-  readonly #threshold: number;
+  /** The keys of the request being enqueued (`_request_keys.ts`). */
+  readonly #keys: RequestKeys<R>;
   readonly #scheduler: SchedulerLike;
-  readonly #flushIntervalMs: number;
   readonly #start: Iterable<R> | Observable<R> | undefined;
-  readonly #needsUrl: boolean;
-  /** Strings take the parse-free path (default fingerprint and scopes). */
-  readonly #fastStrings: boolean;
-  /** The view never changes (no view, or scopes ignored): no load or share to refresh. */
-  readonly #staticView: boolean;
   /** Every request goes into one scope set (see the constructor). */
   readonly #oneSet: boolean;
+  /** Where pending requests wait, in order (`_queue_order.ts`). */
+  readonly #pendingOrder: QueueOrder<R>;
 
-  readonly #sets = new Map<string, ScopeSet<R>>();
-  readonly #byScope = new Map<string, Set<ScopeSet<R>>>();
-  readonly #ready: BinaryHeap<ScopeSet<R>>;
-  readonly #blocked = new Set<ScopeSet<R>>();
-  readonly #wakes = new BinaryHeap<Wake<R>>((a, b) => a.at < b.at);
-  readonly #aside = new BinaryHeap<Item<R>>((a, b) =>
-    a.releaseAt < b.releaseAt || (a.releaseAt === b.releaseAt && a.seq < b.seq)
-  );
-  readonly #inFlight = new Map<R, Item<R>>();
+  readonly #inFlight = new Map<R, QueueItem<R>>();
   #seen = new Set<string>();
   /** Fingerprints read back from the job directory (a resume); this run's go to `#seen`. */
   #seenBefore: ReadonlySet<string> = new Set<string>();
   #known = 0;
   #nextSeq = 1;
-  #served = 0;
-  #blockedCount = 0;
-  #jobDir: JobDir | undefined;
+  /** The job directory's records (`_queue_persistence.ts`), until `close`. */
+  #journal: QueueJournal<R> | undefined;
 
   #subscriber: Subscriber<R> | undefined;
   #startDone = true;
@@ -357,8 +301,6 @@ export class RequestQueue<R> {
   #again = false;
   #timer: Subscription | undefined;
   #timerAt = Infinity;
-  #flushTimer: Subscription | undefined;
-  #warnedHeldBack = false;
   readonly #stats$ = new Subject<RequestQueueStats>();
   readonly #warnings$ = new ReplaySubject<QueueWarning>(100);
 
@@ -374,7 +316,7 @@ export class RequestQueue<R> {
   #resumed = 0;
   #completed = 0;
   /** Requests ended unsent (`markUnsent`): kept for the job directory's compaction. */
-  #unsent: Item<R>[] = [];
+  #unsent: QueueItem<R>[] = [];
   #pending = 0;
   #inFlightCount = 0;
 
@@ -385,42 +327,12 @@ export class RequestQueue<R> {
    * @throws {Error} When the job directory cannot be opened (from `node:fs`).
    */
   constructor(options: RequestQueueOptions<R> = {}) {
-    // A throttler as the view brings its settings' queue options as the
-    // defaults (`createThrottler({ queue: { fifo: true } })` then
-    // `new RequestQueue({ view: throttler })` pops FIFO); options given here win.
-    const fromView = viewQueueSettings(options.view);
-    if (fromView !== undefined) {
-      options = { ...fromView, ...definedOnly(options) } as RequestQueueOptions<R>;
-    }
-    const order = options.order ?? "throttling-aware";
-    if (!ORDERS.includes(order)) {
-      throw new RangeError(
-        `Cannot create request queue as 'order' must be one of ${
-          ORDERS.join(", ")
-        }: current value is ${JSON.stringify(order)}`,
-      );
-    }
-    const depthPriority = options.depthPriority ?? 0;
-    if (!Number.isFinite(depthPriority)) {
-      throw new RangeError(
-        `Cannot create request queue as 'depthPriority' must be a finite number: current value is ${depthPriority}`,
-      );
-    }
-    const threshold = options.delayedRequestsWarnThreshold ?? 500;
-    if (!(threshold >= 0)) {
-      throw new RangeError(
-        `Cannot create request queue as 'delayedRequestsWarnThreshold' must be >= 0: current value is ${threshold}`,
-      );
-    }
-    const flushIntervalMs = options.flushIntervalMs ?? 1000;
-    if (!(flushIntervalMs >= 0)) {
-      throw new RangeError(
-        `Cannot create request queue as 'flushIntervalMs' must be >= 0: current value is ${flushIntervalMs}`,
-      );
-    }
-    const view = options.view ?? UNLIMITED_VIEW;
+    const resolved = resolveQueueOptions(options);
+    const warn = (code: string, message: string): void => this.#warn(code, message);
+    options = resolved.given;
+    const { view, order } = resolved;
     this.#view = view;
-    this.#staticView = view === UNLIMITED_VIEW || order === "priority";
+    const staticView = view === UNLIMITED_VIEW || order === "priority";
     // Without a view every scope set is always open, load 0, share 0: the
     // throttling-aware order is then the plain priority order of one set
     // (same sequence, no per-scope bookkeeping). Scopes are still worked out
@@ -428,23 +340,21 @@ export class RequestQueue<R> {
     this.#oneSet = order === "priority" ||
       (view === UNLIMITED_VIEW && order === "throttling-aware");
     this.#scopesOf = options.scopesOf ?? viewScopesOf<R>(view, defaultScopesOf);
-    this.#order = order;
-    this.#fifo = options.fifo ?? false;
-    this.#depthPriority = depthPriority;
+    this.#depthPriority = resolved.depthPriority;
     this.#depthOf = options.depthOf;
-    this.#dedupe = options.dedupe ?? true;
-    this.#fingerprint = options.fingerprint;
-    this.#serialize = options.serialize ?? serializeRequest;
-    this.#deserialize = options.deserialize ??
-      ((data: unknown) => deserializeRequest(data, "job directory") as R);
-    this.#threshold = threshold;
-    this.#scheduler = options.scheduler ?? asyncScheduler;
-    this.#flushIntervalMs = flushIntervalMs;
+    this.#dedupe = resolved.dedupe;
+    this.#keys = new RequestKeys<R>(this.#scopesOf, options.fingerprint, order);
+    this.#scheduler = resolved.scheduler;
     this.#start = options.start;
-    this.#needsUrl = !this.#fingerprint || (order !== "priority" && !this.#scopesOf);
-    this.#fastStrings = !this.#fingerprint && (order === "priority" || !this.#scopesOf);
-    this.#ready = new BinaryHeap<ScopeSet<R>>(this.#lessFor(order), (s, i) => {
-      s.heapIndex = i;
+    this.#pendingOrder = new QueueOrder<R>({
+      view,
+      order,
+      fifo: resolved.fifo,
+      staticView,
+      oneSet: this.#oneSet,
+      scheduler: resolved.scheduler,
+      threshold: resolved.threshold,
+      warn,
     });
 
     this.requests$ = new RxObservable<R>((subscriber) => this.#subscribe(subscriber));
@@ -452,57 +362,43 @@ export class RequestQueue<R> {
     this.warnings$ = this.#warnings$.asObservable();
 
     if (options.jobDir !== undefined) {
-      const lock = options.jobDir instanceof JobDirLock ? options.jobDir : undefined;
-      const { jobDir, recovered } = JobDir.open(lock?.dir ?? (options.jobDir as string), {
-        ...(lock !== undefined ? { lock } : {}),
-        ...(options.jobDirFsync !== undefined ? { fsync: options.jobDirFsync } : {}),
-      });
-      this.#jobDir = jobDir;
-      const takeover = jobDir.lock.tookOver;
-      if (takeover !== undefined) this.#warn("jobdir-stale-lock", takeover.message);
-      for (const w of recovered.warnings.slice(0, 20)) {
-        this.#warn("jobdir-corrupt-record", w.message);
-      }
-      if (recovered.warnings.length > 20) {
-        this.#warn(
-          "jobdir-corrupt-record",
-          `Skipped ${
-            recovered.warnings.length - 20
-          } more corrupt records in job directory log ${jobDir.path}`,
-        );
-      }
+      const { jobDir, recovered } = openQueueJobDir(
+        options.jobDir,
+        options.jobDirFsync,
+        warn,
+      );
+      this.#journal = new QueueJournal<R>(
+        jobDir,
+        options.serialize ?? serializeRequest,
+        resolved.scheduler,
+        resolved.flushIntervalMs,
+        (error) => this.#subscriber?.error(error),
+      );
       this.#seenBefore = recovered.seen;
       this.#nextSeq = recovered.nextSeq;
-      this.#resume(recovered.pending);
-    }
-  }
-
-  #customScopes(request: R): QueueScopes {
-    try {
-      return (this.#scopesOf as (request: R) => QueueScopes)(request);
-    } catch (e) {
-      if (e instanceof InvalidRequestError) throw e;
-      throw invalidRequest(
-        "scopes",
-        request,
-        `Cannot enqueue request as its scopes failed: ${String(e)}`,
-        {
-          cause: e,
-        },
-      );
-    }
-  }
-
-  #customFingerprint(request: R): string {
-    try {
-      return (this.#fingerprint as (request: R) => string)(request);
-    } catch (e) {
-      throw invalidRequest(
-        "fingerprint",
-        request,
-        `Cannot enqueue request as its fingerprint failed: ${String(e)}`,
-        {
-          cause: e,
+      const scopesOf = this.#scopesOf;
+      resumeEntries<R>(
+        recovered.pending,
+        options.deserialize ?? ((data: unknown) => deserializeRequest(data, "job directory") as R),
+        scopesOf === undefined ? undefined : (r) => customScopes(scopesOf, r),
+        !this.#oneSet,
+        warn,
+        (r, e, key, scopes, amounts) => {
+          this.#resumed++;
+          const meta = requestMeta(r);
+          this.#pending++;
+          this.#pendingOrder.place(
+            r,
+            e.seq,
+            e.priority,
+            e.start,
+            e.fingerprint,
+            key,
+            scopes,
+            amounts,
+            true,
+            meta,
+          );
         },
       );
     }
@@ -530,51 +426,15 @@ export class RequestQueue<R> {
     const start = options?.start === true;
     const meta = requestMeta(request);
     const filter = this.#dedupe && meta?.dontFilter !== true;
-    let key: string | undefined;
-    let scopes: readonly string[] | undefined;
-    let amounts: readonly (number | undefined)[] | undefined;
-    let fp: string | undefined;
-    // A URL string already in canonical form is its own fingerprint and names
-    // its scope (its host) without being parsed: most crawl URLs.
-    const host = this.#fastStrings && typeof request === "string"
-      ? canonicalHostFast(request)
-      : undefined;
-    if (host !== undefined) {
-      key = host;
-      if (filter) fp = request as string;
-    } else {
-      try {
-        // The default functions need a valid URL; custom ones may do without.
-        const url = this.#needsUrl ? parseRequestUrl(request) : undefined;
-        if (this.#order !== "priority") {
-          const rs = this.#scopesOf ? this.#customScopes(request) : scopesFromMeta(request);
-          if (rs === undefined) key = hostOf(request, url as URL);
-          else {
-            scopes = rs.scopes;
-            amounts = rs.amounts;
-            if (scopes.length === 0) {
-              throw invalidRequest(
-                "scopes",
-                request,
-                "Cannot enqueue request as it has no scopes: current value is []",
-              );
-            }
-          }
-        }
-        if (filter) {
-          fp = this.#fingerprint ? this.#customFingerprint(request) : fingerprintParsed(
-            url as URL,
-            requestMethod(request),
-            requestBodyOf(request),
-            requestUrl(request),
-          );
-        }
-      } catch (e) {
-        this.#rejected++;
-        this.#emitStats();
-        throw e;
-      }
+    const keys = this.#keys;
+    try {
+      keys.read(request, filter);
+    } catch (e) {
+      this.#rejected++;
+      this.#emitStats();
+      throw e;
     }
+    const { key, scopes, amounts, fp } = keys;
     if (fp !== undefined) {
       if (this.#seenBefore.has(fp)) {
         this.#known++;
@@ -595,28 +455,37 @@ export class RequestQueue<R> {
     const priority = requestPriority(request) - depth * this.#depthPriority;
     const seq = this.#nextSeq++;
     let persisted = false;
-    const jd = this.#jobDir;
-    if (jd !== undefined) {
-      const data = this.#serializeSafe(request);
-      if (data === undefined) {
-        this.#unserializable++;
-        this.#enqueuedMemory++;
-      } else {
-        // Default scopes without quota amounts go on file, so a resume need
-        // not parse URLs again (custom scopes are asked again on resume).
-        const stored = this.#scopesOf !== undefined || amounts !== undefined
-          ? undefined
-          : key ?? scopes;
-        jd.enqueue({ seq, start, priority, fingerprint: fp, data, scopes: stored });
+    const journal = this.#journal;
+    if (journal !== undefined) {
+      // Default scopes without quota amounts go on file, so a resume need
+      // not parse URLs again (custom scopes are asked again on resume).
+      const stored = this.#scopesOf !== undefined || amounts !== undefined
+        ? undefined
+        : key ?? scopes;
+      if (journal.enqueue(request, seq, start, priority, fp, stored)) {
         persisted = true;
         this.#enqueuedDisk++;
-        this.#scheduleFlush();
+      } else {
+        this.#unserializable++;
+        this.#enqueuedMemory++;
       }
     } else {
       this.#enqueuedMemory++;
     }
     this.#enqueued++;
-    this.#place(request, seq, priority, start, fp, key, scopes, amounts, persisted, meta);
+    this.#pending++;
+    this.#pendingOrder.place(
+      request,
+      seq,
+      priority,
+      start,
+      fp,
+      key,
+      scopes,
+      amounts,
+      persisted,
+      meta,
+    );
     this.#drain();
     return true;
   }
@@ -640,16 +509,8 @@ export class RequestQueue<R> {
     else this.#inFlight.set(request, item.sameNext);
     this.#inFlightCount--;
     this.#completed++;
-    const jd = this.#jobDir;
-    if (jd !== undefined) {
-      if (item.persisted) jd.done(item.seq);
-      else jd.done(undefined, item.fp);
-      if (jd.completionsSinceCompaction > Math.max(100_000, this.#pending + this.#inFlightCount)) {
-        this.#compact();
-      }
-    }
-    const set = item.set;
-    if (!this.#staticView && set.state === READY && set.heapIndex >= 0) this.#refresh(set);
+    if (this.#journal?.done(item, this.#pending + this.#inFlightCount) === true) this.#compact();
+    this.#pendingOrder.touched(item.set);
     this.#drain();
   }
 
@@ -675,8 +536,7 @@ export class RequestQueue<R> {
     item.sameNext = undefined;
     this.#inFlightCount--;
     this.#unsent.push(item);
-    const set = item.set;
-    if (!this.#staticView && set.state === READY && set.heapIndex >= 0) this.#refresh(set);
+    this.#pendingOrder.touched(item.set);
     this.#drain();
   }
 
@@ -698,14 +558,14 @@ export class RequestQueue<R> {
       pending: this.#pending,
       inFlight: this.#inFlightCount,
       unsent: this.#unsent.length,
-      delayed: this.#aside.size,
-      blocked: this.#blockedCount,
+      delayed: this.#pendingOrder.delayed,
+      blocked: this.#pendingOrder.blocked,
     };
   }
 
   /** Writes buffered job directory records now. */
   flush(): void {
-    this.#jobDir?.flush();
+    this.#journal?.flush();
   }
 
   /**
@@ -717,20 +577,18 @@ export class RequestQueue<R> {
    * directory is closed all the same, its old log whole and resumable).
    */
   close(): void {
-    this.#flushTimer?.unsubscribe();
-    this.#flushTimer = undefined;
-    const jd = this.#jobDir;
-    if (jd === undefined) return;
+    const journal = this.#journal;
+    if (journal === undefined) return;
     let failure: unknown;
     try {
       this.#compact();
     } catch (error) {
       failure = error;
     }
-    this.#jobDir = undefined;
+    this.#journal = undefined;
     // Closed even when the compaction failed: the old log is still whole.
     try {
-      jd.close();
+      journal.close();
     } catch (error) {
       failure ??= error;
     }
@@ -747,7 +605,10 @@ export class RequestQueue<R> {
       return () => {};
     }
     this.#subscriber = subscriber;
-    const changes = this.#view.changes$.subscribe((v) => this.#onChange(v));
+    const changes = this.#view.changes$.subscribe((v) => {
+      this.#pendingOrder.changed(v);
+      this.#drain();
+    });
     let startSub: Subscription | undefined;
     const start = this.#start;
     if (start !== undefined && this.#startDone) {
@@ -777,7 +638,7 @@ export class RequestQueue<R> {
       this.#timer = undefined;
       this.#timerAt = Infinity;
       try {
-        this.#jobDir?.flush();
+        this.#journal?.flush();
       } catch {
         // Reported to the subscriber that failed, or again by close().
       }
@@ -793,22 +654,6 @@ export class RequestQueue<R> {
       if (!(e instanceof InvalidRequestError)) return this.#subscriber?.error(e);
       this.#warn("request-rejected", e.message);
     }
-  }
-
-  #onChange(value: unknown): void {
-    if (Array.isArray(value) && value.every((s) => typeof s === "string")) {
-      for (const scope of value as string[]) {
-        const sets = this.#byScope.get(scope);
-        if (sets === undefined) continue;
-        for (const set of sets) {
-          if (set.state === BLOCKED) this.#unblock(set);
-          else if (set.state === READY) this.#refresh(set);
-        }
-      }
-    } else {
-      for (const set of [...this.#blocked]) this.#unblock(set);
-    }
-    this.#drain();
   }
 
   // ---- the dispatch loop --------------------------------------------------
@@ -828,7 +673,7 @@ export class RequestQueue<R> {
     try {
       do {
         this.#again = false;
-        this.#releaseDue();
+        this.#pendingOrder.releaseDue();
         this.#emitReady();
       } while (this.#again && this.#subscriber !== undefined);
     } finally {
@@ -840,30 +685,13 @@ export class RequestQueue<R> {
   }
 
   #emitReady(): void {
-    const view = this.#view;
-    const ready = this.#ready;
-    const checkWait = this.#order === "throttling-aware";
+    const order = this.#pendingOrder;
     for (;;) {
       const subscriber = this.#subscriber;
       if (subscriber === undefined || subscriber.closed) return;
-      const set = ready.peek();
-      if (set === undefined || !(view.freeSlots() > 0)) return;
-      if (checkWait) {
-        const head = set.buckets.peek() as Item<R>;
-        const w = view.waitMs(set.scopes, head.amounts);
-        if (w > 0 || Number.isNaN(w)) {
-          this.#block(set, w);
-          continue;
-        }
-      }
-      const item = set.buckets.pop() as Item<R>;
-      set.served = ++this.#served;
-      if (set.buckets.size === 0) {
-        ready.remove(set.heapIndex);
-        this.#dropSet(set);
-      } else {
-        this.#refresh(set);
-      }
+      const item = order.take();
+      if (item === undefined) return;
+      if (item === null) continue; // its set was blocked: look at the next one
       this.#pending--;
       this.#inFlightCount++;
       this.#dequeued++;
@@ -878,7 +706,7 @@ export class RequestQueue<R> {
       }
       // State is consistent before next(): the subscriber may re-enter.
       subscriber.next(item.r);
-      if (!this.#staticView && set.state === READY && set.heapIndex >= 0) this.#refresh(set);
+      order.touched(item.set);
     }
   }
 
@@ -889,187 +717,14 @@ export class RequestQueue<R> {
       this.#inFlightCount === 0 &&
       !this.#draining
     ) {
-      this.#jobDir?.flush();
+      this.#journal?.flush();
       subscriber.complete();
-    }
-  }
-
-  // ---- placing, blocking, waking --------------------------------------------
-
-  #place(
-    r: R,
-    seq: number,
-    priority: number,
-    start: boolean,
-    fp: string | undefined,
-    key: string | undefined,
-    scopes: readonly string[] | undefined,
-    amounts: readonly (number | undefined)[] | undefined,
-    persisted: boolean,
-    meta: { readonly throttlingDelayMs?: number } | undefined,
-  ): void {
-    if (this.#oneSet) key = "";
-    else if (key === undefined) {
-      const s = scopes as readonly string[];
-      if (s.length > 1) {
-        const order = s.map((_, i) => i).sort((a, b) =>
-          (s[a] as string) < (s[b] as string) ? -1 : 1
-        );
-        scopes = order.map((i) => s[i] as string);
-        if (amounts !== undefined) amounts = order.map((i) => amounts?.[i]);
-        key = scopes.join("\u0000");
-      } else {
-        key = s[0] as string;
-      }
-    }
-    const set = this.#sets.get(key) ?? this.#newSet(key, scopes ?? [key]);
-    const delay = meta?.throttlingDelayMs;
-    const releaseAt = typeof delay === "number" && delay > 0 ? this.#scheduler.now() + delay : 0;
-    const item: Item<R> = {
-      r,
-      seq,
-      priority,
-      start,
-      fp,
-      amounts,
-      set,
-      persisted,
-      releaseAt,
-      sameNext: undefined,
-    };
-    this.#pending++;
-    if (releaseAt > 0) {
-      this.#aside.push(item);
-      this.#checkHeldBack();
-      return;
-    }
-    this.#insert(item);
-  }
-
-  #insert(item: Item<R>): void {
-    let set = item.set;
-    if (set.state === GONE) {
-      // The set emptied and was dropped while this item waited aside.
-      set = this.#sets.get(set.key) ?? this.#newSet(set.key, set.scopes);
-      (item as { set: ScopeSet<R> }).set = set;
-    }
-    const buckets = set.buckets;
-    buckets.push(item);
-    if (set.state === BLOCKED) {
-      this.#blockedCount++;
-      if (buckets.peek() === item) this.#unblock(set); // a new head may not be blocked
-      else this.#checkHeldBack();
-    } else if (set.heapIndex < 0) {
-      this.#refresh(set);
-      this.#ready.push(set);
-    } else if (buckets.peek() === item) {
-      this.#refresh(set);
-    }
-  }
-
-  #newSet(key: string, scopes: readonly string[]): ScopeSet<R> {
-    const set: ScopeSet<R> = {
-      key,
-      scopes,
-      buckets: new PriorityBuckets<Item<R>>(this.#fifo),
-      heapIndex: -1,
-      state: READY,
-      version: 0,
-      headPriority: 0,
-      headStart: false,
-      headSeq: 0,
-      load: 0,
-      share: 0,
-      served: 0,
-    };
-    this.#sets.set(key, set);
-    if (!this.#oneSet) {
-      for (const s of scopes) {
-        const sets = this.#byScope.get(s);
-        if (sets === undefined) this.#byScope.set(s, new Set([set]));
-        else sets.add(set);
-      }
-    }
-    return set;
-  }
-
-  #dropSet(set: ScopeSet<R>): void {
-    set.state = GONE;
-    this.#sets.delete(set.key);
-    for (const s of set.scopes) {
-      const sets = this.#byScope.get(s);
-      if (sets === undefined) continue;
-      sets.delete(set);
-      if (sets.size === 0) this.#byScope.delete(s);
-    }
-  }
-
-  #refresh(set: ScopeSet<R>): void {
-    const head = set.buckets.peek();
-    if (head === undefined) return;
-    set.headPriority = head.priority;
-    set.headStart = head.start;
-    set.headSeq = head.seq;
-    if (!this.#staticView) {
-      set.load = this.#view.load(set.scopes);
-      if (this.#order === "throttling-aware") {
-        set.share = this.#view.quotaShare(set.scopes, head.amounts);
-      }
-    }
-    if (set.heapIndex >= 0) this.#ready.update(set.heapIndex);
-  }
-
-  #block(set: ScopeSet<R>, waitMs: number): void {
-    this.#ready.remove(set.heapIndex);
-    set.state = BLOCKED;
-    set.version++;
-    this.#blocked.add(set);
-    this.#blockedCount += set.buckets.size;
-    if (Number.isFinite(waitMs)) {
-      this.#wakes.push({ at: this.#scheduler.now() + waitMs, set, version: set.version });
-    }
-    this.#checkHeldBack();
-  }
-
-  #unblock(set: ScopeSet<R>): void {
-    this.#blocked.delete(set);
-    this.#blockedCount -= set.buckets.size;
-    set.state = READY;
-    set.version++;
-    this.#refresh(set);
-    this.#ready.push(set);
-  }
-
-  #releaseDue(): void {
-    const now = this.#scheduler.now();
-    for (let w = this.#wakes.peek(); w !== undefined && w.at <= now; w = this.#wakes.peek()) {
-      this.#wakes.pop();
-      if (w.set.state === BLOCKED && w.set.version === w.version) this.#unblock(w.set);
-    }
-    for (
-      let i = this.#aside.peek();
-      i !== undefined && i.releaseAt <= now;
-      i = this.#aside.peek()
-    ) {
-      this.#aside.pop();
-      // The gate must not wait the same delay again.
-      markRequestDelayed(i.r);
-      this.#insert(i);
     }
   }
 
   #scheduleTimer(): void {
     if (this.#subscriber === undefined) return;
-    let at = Infinity;
-    for (let w = this.#wakes.peek(); w !== undefined; w = this.#wakes.peek()) {
-      if (w.set.state === BLOCKED && w.set.version === w.version) {
-        at = w.at;
-        break;
-      }
-      this.#wakes.pop(); // stale
-    }
-    const aside = this.#aside.peek();
-    if (aside !== undefined && aside.releaseAt < at) at = aside.releaseAt;
+    const at = this.#pendingOrder.nextAt();
     if (at === this.#timerAt) return;
     this.#timer?.unsubscribe();
     this.#timer = undefined;
@@ -1082,151 +737,21 @@ export class RequestQueue<R> {
     });
   }
 
-  #scheduleFlush(): void {
-    if (this.#flushTimer !== undefined || this.#jobDir === undefined) return;
-    this.#flushTimer = this.#scheduler.schedule(() => {
-      this.#flushTimer = undefined;
-      try {
-        this.#jobDir?.flush();
-      } catch (error) {
-        this.#subscriber?.error(error);
-      }
-    }, this.#flushIntervalMs);
-  }
-
-  #checkHeldBack(): void {
-    const held = this.#aside.size + this.#blockedCount;
-    if (!this.#warnedHeldBack && held > this.#threshold) {
-      this.#warnedHeldBack = true;
-      this.#warn(
-        "delayed-requests-threshold",
-        `${held} requests are held back by throttling (more than delayedRequestsWarnThreshold = ${this.#threshold})`,
-      );
-    }
-  }
-
-  #lessFor(order: RequestQueueOrder): (a: ScopeSet<R>, b: ScopeSet<R>) => boolean {
-    const fifo = this.#fifo;
-    const bySeq = (a: ScopeSet<R>, b: ScopeSet<R>): boolean =>
-      a.headStart !== b.headStart
-        ? !a.headStart
-        : a.headStart || fifo
-        ? a.headSeq < b.headSeq
-        : a.headSeq > b.headSeq;
-    if (order === "downloader-aware") {
-      return (a, b) =>
-        a.load !== b.load
-          ? a.load < b.load
-          : a.served !== b.served
-          ? a.served < b.served
-          : bySeq(a, b);
-    }
-    return (a, b) => {
-      if (a.headPriority !== b.headPriority) return a.headPriority > b.headPriority;
-      if (a.headStart !== b.headStart) return !a.headStart;
-      if (a.load !== b.load) return a.load < b.load;
-      if (a.share !== b.share) return a.share > b.share;
-      return bySeq(a, b);
-    };
-  }
-
   // ---- job directory ------------------------------------------------------
 
-  #resume(pending: readonly JobDirEntry[]): void {
-    const custom = this.#scopesOf !== undefined;
-    const scoped = !this.#oneSet;
-    for (const e of pending) {
-      let r: R;
-      let key: string | undefined;
-      let scopes: readonly string[] | undefined;
-      let amounts: readonly (number | undefined)[] | undefined;
-      try {
-        r = this.#deserialize(e.data);
-        const stored = e.scopes;
-        if (!scoped) {
-          // no scopes
-        } else if (stored !== undefined && !custom) {
-          // Written at enqueue: no URL to parse again.
-          if (typeof stored === "string") key = stored;
-          else scopes = stored;
-        } else {
-          const rs = custom ? this.#customScopes(r) : scopesFromMeta(r);
-          if (rs === undefined) key = hostOf(r, parseRequestUrl(r));
-          else {
-            scopes = rs.scopes;
-            amounts = rs.amounts;
-          }
-        }
-      } catch (err) {
-        this.#warn(
-          "jobdir-unreadable-request",
-          `Dropped request ${e.seq} from the job directory: ${String(err)}`,
-        );
-        continue;
-      }
-      this.#resumed++;
-      this.#place(
-        r,
-        e.seq,
-        e.priority,
-        e.start,
-        e.fingerprint,
-        key,
-        scopes,
-        amounts,
-        true,
-        requestMeta(r),
-      );
-    }
-  }
-
   #compact(): void {
-    const jd = this.#jobDir;
-    if (jd === undefined) return;
-    const live: Item<R>[] = [];
-    for (const set of this.#sets.values()) for (const item of set.buckets) live.push(item);
-    for (const item of this.#aside.values()) live.push(item);
+    const journal = this.#journal;
+    if (journal === undefined) return;
+    const live: QueueItem<R>[] = [];
+    this.#pendingOrder.collect(live);
     for (const item of this.#unsent) live.push(item);
     for (const first of this.#inFlight.values()) {
-      for (let item: Item<R> | undefined = first; item !== undefined; item = item.sameNext) {
+      for (let item: QueueItem<R> | undefined = first; item !== undefined; item = item.sameNext) {
         live.push(item);
       }
     }
-    live.sort((a, b) => a.seq - b.seq);
-    const liveFps = new Set<string>();
-    for (const item of live) if (item.fp !== undefined) liveFps.add(item.fp);
-    const seen = this.#seen;
-    const before = this.#seenBefore;
     const keepScopes = this.#scopesOf === undefined && !this.#oneSet;
-    const serialize = (item: Item<R>): JobDirEntry => ({
-      seq: item.seq,
-      start: item.start,
-      priority: item.priority,
-      fingerprint: item.fp,
-      data: this.#serializeSafe(item.r),
-      scopes: keepScopes && item.amounts === undefined
-        ? (item.set.scopes.length === 1 ? item.set.key : item.set.scopes)
-        : undefined,
-    });
-    jd.compact(
-      (function* () {
-        for (const item of live) if (item.persisted) yield serialize(item);
-      })(),
-      (function* () {
-        // Fingerprints of requests kept only in memory are not written: a
-        // crash loses those requests, and they must be fetchable again.
-        for (const fp of before) if (!liveFps.has(fp)) yield fp;
-        for (const fp of seen) if (!liveFps.has(fp)) yield fp;
-      })(),
-    );
-  }
-
-  #serializeSafe(request: R): unknown {
-    try {
-      return this.#serialize(request);
-    } catch {
-      return undefined;
-    }
+    journal.compact(live, this.#seen, this.#seenBefore, keepScopes);
   }
 
   #warn(code: string, message: string): void {
@@ -1236,107 +761,4 @@ export class RequestQueue<R> {
   #emitStats(): void {
     if (this.#stats$.observed) this.#stats$.next(this.stats());
   }
-}
-
-// ---- helpers ----------------------------------------------------------------
-
-/** The queue options a throttler's settings hold, when the view is a throttler. */
-function viewQueueSettings(view: unknown): Partial<RequestQueueOptions<unknown>> | undefined {
-  const settings = (view as { settings?: unknown } | undefined)?.settings as
-    | Partial<Pick<ThrottlerSettings, "queue" | "delayedRequestsWarnThreshold">>
-    | undefined;
-  const q = settings?.queue;
-  if (typeof q !== "object" || q === null) return undefined;
-  const scheduler = (view as { scheduler?: SchedulerLike }).scheduler;
-  return {
-    order: q.order,
-    fifo: q.fifo,
-    depthPriority: q.depthPriority,
-    dedupe: q.dedupe,
-    ...(q.jobDir !== undefined ? { jobDir: q.jobDir } : {}),
-    ...(settings?.delayedRequestsWarnThreshold !== undefined
-      ? { delayedRequestsWarnThreshold: settings.delayedRequestsWarnThreshold }
-      : {}),
-    ...(scheduler !== undefined ? { scheduler } : {}),
-  };
-}
-
-/** The options given, those set to `undefined` left out (so they do not hide a default). */
-function definedOnly<T extends object>(options: T): Partial<T> {
-  const out: Partial<T> = {};
-  for (const [k, v] of Object.entries(options)) {
-    if (v !== undefined) (out as Record<string, unknown>)[k] = v;
-  }
-  return out;
-}
-
-function parseRequestUrl(request: unknown): URL {
-  const url = requestUrl(request);
-  if (url === undefined || url === "") {
-    throw invalidRequest(
-      "url",
-      request,
-      `Cannot enqueue request as it has no 'url': current value is ${describe(request)}`,
-    );
-  }
-  try {
-    return parseUrl(url);
-  } catch (cause) {
-    throw invalidRequest(
-      "url",
-      request,
-      `Cannot enqueue request as its 'url' is not an absolute URL: current value is ${
-        JSON.stringify(url)
-      }`,
-      { cause },
-    );
-  }
-}
-
-function hostOf(request: unknown, url: URL): string {
-  if (url.host === "") {
-    throw invalidRequest(
-      "url",
-      request,
-      `Cannot enqueue request as its 'url' has no host to use as a scope: current value is ${
-        JSON.stringify(url.href)
-      }`,
-    );
-  }
-  return url.host;
-}
-
-function scopesFromMeta(request: unknown): QueueScopes | undefined {
-  const input: ScopesInput | undefined = requestMeta(request)?.throttlingScopes;
-  if (input === undefined) return undefined;
-  if (typeof input === "string") return { scopes: [input] };
-  if (typeof (input as Iterable<string>)[Symbol.iterator] === "function") {
-    const scopes = [...(input as Iterable<string>)];
-    if (scopes.some((s) => typeof s !== "string")) {
-      throw invalidRequest(
-        "scopes",
-        request,
-        `Cannot enqueue request as 'meta.throttlingScopes' must hold strings: current value is ${
-          describe(scopes)
-        }`,
-      );
-    }
-    return { scopes };
-  }
-  const record = input as Readonly<Record<string, number>>;
-  const scopes = Object.keys(record);
-  return { scopes, amounts: scopes.map((s) => record[s]) };
-}
-
-function requestBodyOf(request: unknown): string {
-  if (typeof request === "object" && request !== null && !(request instanceof Request)) {
-    const b = (request as { body?: unknown }).body;
-    if (typeof b === "string") return b;
-  }
-  return "";
-}
-
-/** A value in an error message, cut at 200 characters. */
-function describe(value: unknown): string {
-  return describeValue(value, 200);
 }
