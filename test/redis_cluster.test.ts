@@ -1,7 +1,7 @@
 // The shared request queue on a real Redis Cluster (three masters started
 // here from redis-server, slots assigned with redis-cli --cluster create):
 // a job's keys share one hash tag, so its scripts run on one node.
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,7 +12,7 @@ import { RedisRequestQueue } from "../lib/redis_request_queue.ts";
 import { readRedisQueueStatus } from "../lib/redis_queue_status.ts";
 import { queueKeyBase } from "../lib/_redis_queue_scripts.ts";
 import { redisClusterSender } from "../lib/redis_cluster.ts";
-import { freePort, waitForRedis } from "./_helpers/own_redis.ts";
+import { freePort, startRedisServer, waitForRedis } from "./_helpers/own_redis.ts";
 import { waitFor } from "./_helpers/wait_for.ts";
 
 /** Hang limit (real processes; no timing is asserted). */
@@ -28,24 +28,16 @@ beforeAll(async () => {
   for (let i = 0; i < 3; i++) {
     const port = await freePort();
     ports.push(port);
-    const child = spawn("redis-server", [
-      "--port",
-      String(port),
-      "--bind",
-      "127.0.0.1",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--cluster-enabled",
-      "yes",
-      "--cluster-config-file",
-      `nodes-${port}.conf`,
-      "--dir",
-      dir,
-    ], { stdio: "ignore" });
-    child.on("error", () => {});
-    nodes.push(child);
+    nodes.push(
+      startRedisServer(port, undefined, [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        `nodes-${port}.conf`,
+        "--dir",
+        dir,
+      ]),
+    );
   }
   for (const port of ports) await waitForRedis(port);
   await run("redis-cli", [

@@ -71,6 +71,22 @@ function blockingView(blocked: Set<string>): QueueThrottleView & { changes: Subj
   };
 }
 
+/**
+ * A worker that took both requests of a fresh job and holds them without
+ * renewing (leases of 300 ms); `dead.client.destroy()` ends it.
+ */
+async function takingWorker(prefix: string) {
+  const dead = await worker(prefix, {
+    leaseMs: 300,
+    outageWaitMs: 0,
+    start: ["https://a.test/1", "https://b.test/2"],
+  });
+  const taken = drain(dead.queue, () => {});
+  await waitFor(() => expect(taken.got.length).toBe(2));
+  taken.stop();
+  return dead;
+}
+
 describe("RedisRequestQueue", () => {
   it(
     "RedisRequestQueue hands out higher priorities first, start requests after regular ones of equal priority",
@@ -198,14 +214,7 @@ describe("RedisRequestQueue", () => {
     async () => {
       const { prefix } = await freshJob();
       // The dead worker: it takes and never renews (its connection is cut).
-      const dead = await worker(prefix, {
-        leaseMs: 300,
-        outageWaitMs: 0,
-        start: ["https://a.test/1", "https://b.test/2"],
-      });
-      const taken = drain(dead.queue, () => {});
-      await waitFor(() => expect(taken.got.length).toBe(2));
-      taken.stop();
+      const dead = await takingWorker(prefix);
       dead.client.destroy();
       const alive = await worker(prefix, { leaseMs: 300 });
       const takes: (number | undefined)[] = [];
@@ -228,14 +237,7 @@ describe("RedisRequestQueue", () => {
     "RedisRequestQueue.recordAttempt(): retries within a take count in Redis, so the next worker after a death starts from the attempts made",
     async () => {
       const { prefix, admin } = await freshJob();
-      const dead = await worker(prefix, {
-        leaseMs: 300,
-        outageWaitMs: 0,
-        start: ["https://a.test/1", "https://b.test/2"],
-      });
-      const taken = drain(dead.queue, () => {});
-      await waitFor(() => expect(taken.got.length).toBe(2));
-      taken.stop();
+      const dead = await takingWorker(prefix);
       // /1: its first attempt and two retries; /2: its first attempt only (not a retry: not counted).
       dead.queue.recordAttempt("https://a.test/1", 1);
       dead.queue.recordAttempt("https://a.test/1", 2);

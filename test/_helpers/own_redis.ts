@@ -25,9 +25,14 @@ export function freePort(): Promise<number> {
 /**
  * Starts redis-server on `port`. With `aofDir`, its data is kept there by an
  * AOF written at every command (a restart finds it); without, nothing is
- * saved (a restart comes back empty).
+ * saved (a restart comes back empty). `extra`: more arguments (a cluster
+ * node's).
  */
-export function startRedisServer(port: number, aofDir?: string): ChildProcess {
+export function startRedisServer(
+  port: number,
+  aofDir?: string,
+  extra: readonly string[] = [],
+): ChildProcess {
   const persistence = aofDir === undefined
     ? ["--appendonly", "no"]
     : ["--appendonly", "yes", "--appendfsync", "always", "--dir", aofDir];
@@ -39,6 +44,7 @@ export function startRedisServer(port: number, aofDir?: string): ChildProcess {
     "--save",
     "",
     ...persistence,
+    ...extra,
   ], { stdio: "ignore" });
   child.on("error", () => {});
   return child;
