@@ -54,19 +54,6 @@ export class Deque<T> {
     return item;
   }
 
-  /** Keep only the items for which `keep` is true, in order. */
-  filterInPlace(keep: (item: T) => boolean): void {
-    const kept: T[] = [];
-    for (let i = 0; i < this.#size; i++) {
-      const item = this.#items[(this.#head + i) & (this.#items.length - 1)] as T;
-      if (keep(item)) kept.push(item);
-    }
-    this.#items = new Array(Math.max(4, 1 << Math.ceil(Math.log2(kept.length + 1))));
-    for (let i = 0; i < kept.length; i++) this.#items[i] = kept[i];
-    this.#head = 0;
-    this.#size = kept.length;
-  }
-
   #grow(): void {
     const old = this.#items;
     const next: (T | undefined)[] = new Array(old.length * 2);

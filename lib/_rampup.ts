@@ -456,28 +456,27 @@ export class RampupController {
       ) {
         this.#capRefuted = true;
         this.#capLimit = Infinity;
-      } else if (
-        f <= this.#capLimit && this.#capLimit !== Infinity &&
-        this.#capBelow(now, f, sentAt) < this.#capLimit / 2
-      ) {
-        // Refused again under a supposed cap while the site served less than
-        // half of it: a cap does not shrink, a bucket that ran dry refuses
-        // whatever is in flight (a bucket of 4 at 16/s after a 1 s
-        // Retry-After, 196 ms: the cap went 6, then 1, and the scope ran at
-        // 0.32 of the site's rate).
-        this.#capRefuted = true;
-        this.#capLimit = Infinity;
       } else if (f <= this.#capLimit && this.#capLimit !== Infinity) {
         // Refused again under a supposed cap: the scope has pressed on the
         // site for a round trip, so what the site served says where it is.
-        this.#capLimit = this.#capBelow(now, f, sentAt);
-        this.#cut(now, false);
-        this.#apply(knobs);
-        this.#oneUntilAdmit(knobs);
-        return this.#report(
-          knobs,
-          `concurrency cap: refused with ${f} in flight, lowered to ${this.#capLimit}`,
-        );
+        const served = this.#capBelow(now, f, sentAt);
+        if (served < this.#capLimit / 2) {
+          // Less than half of it: a cap does not shrink, a bucket that ran
+          // dry refuses whatever is in flight (a bucket of 4 at 16/s after a
+          // 1 s Retry-After, 196 ms: the cap went 6, then 1, and the scope
+          // ran at 0.32 of the site's rate). A rate, below.
+          this.#capRefuted = true;
+          this.#capLimit = Infinity;
+        } else {
+          this.#capLimit = served;
+          this.#cut(now, false);
+          this.#apply(knobs);
+          this.#oneUntilAdmit(knobs);
+          return this.#report(
+            knobs,
+            `concurrency cap: refused with ${f} in flight, lowered to ${this.#capLimit}`,
+          );
+        }
       } else if (
         f >= 2 && this.#minRefusedF === f && this.#admitsBelow(f) && !this.#admitsFrom(f) &&
         // The second of two in flight refused: a strict spacer does that

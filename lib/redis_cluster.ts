@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { RedisQueueClient } from "./redis_request_queue.ts";
 
 /** The part of a node-redis cluster client (`createCluster`) the sender uses. */
 export interface RedisClusterCommands {
@@ -64,8 +65,6 @@ export function firstKeyOf(args: readonly string[]): string | undefined {
  * console.assert(sent[0] === "{j:}q:seq");
  * ```
  */
-export function redisClusterSender(
-  cluster: RedisClusterCommands,
-): { sendCommand(args: readonly string[]): Promise<unknown> } {
+export function redisClusterSender(cluster: RedisClusterCommands): RedisQueueClient {
   return { sendCommand: (args) => cluster.sendCommand(firstKeyOf(args), false, [...args]) };
 }

@@ -38,6 +38,7 @@ import {
   type Subscription,
 } from "rxjs";
 import { outagePauseMs, scheduleAfter, sleepOn } from "./_timer.ts";
+import type { RedisCommandSender } from "./_redis_script.ts";
 import { describeValue } from "./_describe_value.ts";
 import {
   queueKeyBase,
@@ -58,10 +59,7 @@ import {
 } from "./request_queue.ts";
 
 /** The part of a Redis client the queue uses; a connected node-redis client fits. */
-export interface RedisQueueClient {
-  /** Sends one command and resolves with its reply. */
-  sendCommand(args: readonly string[]): Promise<unknown>;
-}
+export type RedisQueueClient = RedisCommandSender;
 
 /** Options of {@link RedisRequestQueue}. */
 export interface RedisRequestQueueOptions<R> {
