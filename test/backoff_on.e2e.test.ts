@@ -73,6 +73,6 @@ describe("backoffOn() over loopback HTTP", () => {
         await server.close();
       }
     },
-    15_000,
+    120_000,
   );
 });

@@ -106,7 +106,7 @@ describe("politely crawl", () => {
     expect(agents.every((a) => a.startsWith("politely/"))).toBe(true);
     expect(run.stdout).toContain("politely: 3 requests ended");
     expect(run.stdout).toContain("2xx 3");
-  }, 30_000);
+  }, 120_000);
 
   it("politely crawl - reads stdin and counts statuses and failures in the summary", async () => {
     server = await startRecordingServer((req, res) => {
@@ -121,7 +121,7 @@ describe("politely crawl", () => {
     expect(run.stdout).toContain("politely: 3 requests ended");
     expect(run.stdout).toContain("2xx 1, 3xx 0, 4xx 1, 5xx 0; errors 1");
     expect(run.stdout).toContain("failures 1");
-  }, 30_000);
+  }, 120_000);
 
   it(
     "politely crawl reads JSON Lines with Scrapy meta names, dedupes, and reports a malformed line as a failed outcome",
@@ -166,7 +166,7 @@ describe("politely crawl", () => {
       expect(run.stderr).toContain("line 6");
       expect(run.stdout).toContain("duplicates dropped 1");
     },
-    30_000,
+    120_000,
   );
 
   it(
@@ -203,7 +203,7 @@ describe("politely crawl", () => {
         expect(sent[i]! - sent[i - 1]!).toBeGreaterThanOrEqual(199);
       }
     },
-    30_000,
+    120_000,
   );
 
   it(
@@ -253,7 +253,7 @@ describe("politely crawl", () => {
         expect(sent[i]! - sent[i - 1]!).toBeGreaterThanOrEqual(199);
       }
     },
-    30_000,
+    120_000,
   );
 
   it(
@@ -286,7 +286,7 @@ describe("politely crawl", () => {
       expect(run.stdout).toMatch(/backoff: DownloadFailedError ECONNREFUSED,/);
       expect(run.stdout).toMatch(/backoff: DownloadFailedError (ENOTFOUND|EAI_AGAIN),/);
     },
-    30_000,
+    120_000,
   );
 
   it("politely crawl --events writes the throttling events as JSON Lines", async () => {
@@ -304,7 +304,7 @@ describe("politely crawl", () => {
     const types = readLines(join(dir, "ev.jsonl")).map((e) => e.type);
     expect(types).toContain("request-sent");
     expect(types).toContain("request-done");
-  }, 30_000);
+  }, 120_000);
 
   it(
     "politely crawl exits 2 with one line naming an unknown setting and suggesting the right one",
@@ -315,7 +315,7 @@ describe("politely crawl", () => {
       expect(run.stderr).toContain("'DOWNLOAD_DELAYY'");
       expect(run.stderr).toContain("did you mean 'DOWNLOAD_DELAY'");
     },
-    30_000,
+    120_000,
   );
 
   it(
@@ -345,7 +345,7 @@ describe("politely crawl", () => {
         "politely: warning: Ignored settings that neither politely nor Scrapy knows (a Scrapy plugin's?): ZYTE_API_KEY, ZYTE_API_TRANSPARENT_MODE",
       ]);
     },
-    30_000,
+    120_000,
   );
 
   it("politely crawl exits 2 with one line for a negative delay in a settings file", async () => {
@@ -356,7 +356,7 @@ describe("politely crawl", () => {
     expect(run.stderr.trim()).toBe(
       "politely: Cannot create throttler as 'DOWNLOAD_DELAY' must be >= 0: current value is -1",
     );
-  }, 30_000);
+  }, 120_000);
 
   it("politely crawl exits 2 with one line for a missing input file", async () => {
     const dir = tempDir();
@@ -365,7 +365,7 @@ describe("politely crawl", () => {
     expect(missing.stderr.trim()).toBe(
       `politely: Cannot read input '${join(dir, "nope.txt")}': no such file or directory`,
     );
-  }, 30_000);
+  }, 120_000);
 
   it(
     "politely --help, -h, crawl --help and demo -h print usage on stdout and exit 0",
@@ -398,7 +398,7 @@ describe("politely crawl", () => {
     const run = await politely(["crawl", "-", "--outptu", "out.jsonl"]);
     expect(run.code).toBe(2);
     expect(run.stderr).toBe("politely: unknown option --outptu (did you mean --output?)\n");
-  }, 30_000);
+  }, 120_000);
 
   it(
     "politely crawl exits 2 with one line for an unwritable output and for a bad flag",
@@ -419,7 +419,7 @@ describe("politely crawl", () => {
       expect(flag.stderr.trim().split("\n")).toHaveLength(1);
       expect(flag.stderr).toContain("--nope");
     },
-    30_000,
+    120_000,
   );
 
   it(
@@ -460,7 +460,7 @@ describe("politely crawl", () => {
       const again = s.arrivals.slice(before).map((a) => a.path);
       for (const p of firstPaths) expect(again).not.toContain(p);
     },
-    30_000,
+    120_000,
   );
   it(
     "politely crawl stops cleanly on SIGTERM: output flushed, job directory compacted, exit 143, a resume sends the rest",
@@ -590,7 +590,7 @@ describe("politely crawl", () => {
       expect(small?.status).toBe(200);
       expect(run.stdout).toContain("over the warning size of 1000 bytes (DOWNLOAD_WARNSIZE)");
     },
-    30_000,
+    120_000,
   );
   it(
     "politely crawl does not mark URLs done when robots.txt is unreachable: exit 3, and a resume sends them",

@@ -31,5 +31,5 @@ describe("politely demo", () => {
     // Not a terminal: plain lines, never the live view's cursor movements.
     expect(run.stdout).not.toContain("\x1b[");
     expect(run.stdout).toContain("politely: ");
-  }, 30_000);
+  }, 120_000);
 });

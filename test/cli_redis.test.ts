@@ -176,7 +176,7 @@ describe("politely crawl --redis", () => {
     expect(pages).toHaveLength(20);
     // Each alone allows 2: together, without Redis, up to 4.
     expect(server.most()).toBeLessThanOrEqual(2);
-  }, 30_000);
+  }, 120_000);
 
   it("politely crawl --redis releases its leases and exits 130 on Ctrl-C", async () => {
     // Answers only when closed: the crawl is stopped with downloads in flight.
@@ -198,7 +198,7 @@ describe("politely crawl --redis", () => {
     const admin = await connectRedis();
     // Released at teardown, not left to expire (a lease lives 60 s).
     expect(await admin.zCard(`${prefix}lease:${new URL(server.origin).host}`)).toBe(0);
-  }, 30_000);
+  }, 120_000);
 
   it("politely crawl --redis releases its leases and exits 143 on SIGTERM", async () => {
     const server = await startRecordingServer(() => {});
@@ -215,7 +215,7 @@ describe("politely crawl --redis", () => {
     expect(run.stdout).toContain("stopped by SIGTERM: 2 downloads in flight aborted");
     const admin = await connectRedis();
     expect(await admin.zCard(`${prefix}lease:${new URL(server.origin).host}`)).toBe(0);
-  }, 30_000);
+  }, 120_000);
 
   it(
     "politely crawl --redis releases its leases when its stdout is closed (| head -2)",
@@ -264,7 +264,7 @@ describe("politely crawl --redis", () => {
       const admin = await connectRedis();
       expect(await admin.zCard(`${prefix}lease:${new URL(server.origin).host}`)).toBe(0);
     },
-    30_000,
+    120_000,
   );
 
   it(
@@ -359,7 +359,7 @@ describe("politely crawl --redis", () => {
         /^politely: --redis redis:\/\/127\.0\.0\.1:1: cannot connect to Redis: .+/,
       );
     },
-    30_000,
+    120_000,
   );
 });
 

@@ -524,7 +524,7 @@ for (const style of ["token-bucket", "concurrency-cap", "slow", "robots-delay", 
     const code_ = run.code;
     expect(output).toContain("fine 200,200,200");
     expect(code_).toBe(0);
-  }, 30_000);
+  }, 120_000);
 
   it("startSite() rejects an out-of-range option before listening, naming it", () => {
     expect(() => startSite({ style: "token-bucket", ratePerSec: -1 })).toThrow(

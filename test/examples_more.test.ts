@@ -7,7 +7,7 @@ import { main as registrableDomains } from "../examples/registrable_domains.ts";
 import { main as watchEvents } from "../examples/watch_events.ts";
 
 const quiet = () => {};
-const LIMIT_MS = 20_000;
+const LIMIT_MS = 120_000;
 const hasDeno = "Deno" in globalThis;
 const hasBun = "Bun" in globalThis;
 

@@ -504,7 +504,7 @@ describe("sharedDownload()", () => {
     }
     expect(server.arrivals).toHaveLength(20);
     expect(server.most()).toBeLessThanOrEqual(2);
-  }, 30_000);
+  }, 120_000);
 
   it(
     "sharedDownload() gives two real child processes on one slot their turns: neither is starved",

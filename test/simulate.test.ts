@@ -182,10 +182,12 @@ describe("simulate()", () => {
         }
       };
       // A real run is one draw of a real clock (a loaded machine slowed one
-      // by 11%; one real bucket run refused 22 where others refused 5 to 13):
+      // by 11%, and a concurrency row once by 23%; one real bucket run refused
+      // 22 where others refused 5 to 13):
       // another run is made, up to three, only while one is off by more.
       const agrees = (r: Awaited<ReturnType<typeof realRun>>) =>
-        r.error <= 0.1 && Math.abs(r.predicted.refused - r.real.refused) <= 0.15 * r.requests;
+        r.error <= 0.1 && Math.abs(r.predicted.refused - r.real.refused) <= 0.15 * r.requests &&
+        Math.abs(r.predicted.ok - r.real.ok) <= 2;
       let run = await realRun();
       for (let more = 0; more < 2 && !agrees(run); more++) run = await realRun();
       const { predicted, real, requests } = run;

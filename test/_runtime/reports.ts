@@ -80,6 +80,77 @@ export function countReport(report: Report): Counts | undefined {
   }
 }
 
+function unescapeXml(text: string): string {
+  return text.replace(
+    /&(lt|gt|quot|apos|amp|#(\d+)|#x([0-9a-f]+));/gi,
+    (_m, name: string, dec?: string, hex?: string) => {
+      if (dec !== undefined) return String.fromCodePoint(Number(dec));
+      if (hex !== undefined) return String.fromCodePoint(parseInt(hex, 16));
+      return { lt: "<", gt: ">", quot: '"', apos: "'", amp: "&" }[name.toLowerCase()] ?? "";
+    },
+  );
+}
+
+/** The message's first three non-empty lines, on one line ("expect(x).toBe(y) / Expected: 2 / Received: 1"). */
+function firstLine(text: string | undefined): string {
+  const line = (text ?? "").split("\n").map((l) => l.trim()).filter((l) => l !== "").slice(0, 3)
+    .join(" / ");
+  return line.length > 200 ? `${line.slice(0, 197)}...` : line;
+}
+
+/**
+ * The failed tests of one report, each as "file > test: first line of the
+ * message", so that a failure is named at the end of a long log.
+ *
+ * @returns [] when the file is missing or nothing failed
+ */
+export function failedTests(report: Report): string[] {
+  if (!existsSync(report.file)) return [];
+  const text = readFileSync(report.file, "utf8");
+  switch (report.kind) {
+    case "vitest-json": {
+      const json = JSON.parse(text) as {
+        testResults: {
+          name: string;
+          status: string;
+          message?: string;
+          assertionResults: { status: string; fullName: string; failureMessages?: string[] }[];
+        }[];
+      };
+      return json.testResults.flatMap((file) => {
+        const failed = file.assertionResults.filter((t) => t.status === "failed");
+        if (failed.length === 0) {
+          return file.status === "failed" ? [`${file.name}: ${firstLine(file.message)}`] : [];
+        }
+        return failed.map((t) =>
+          `${file.name} > ${t.fullName}: ${firstLine(t.failureMessages?.[0])}`
+        );
+      });
+    }
+    case "junit": {
+      const names: string[] = [];
+      const testcase = /<testcase\b([^>]*?)(\/>|>([\s\S]*?)<\/testcase>)/g;
+      for (const match of text.matchAll(testcase)) {
+        const body = match[3] ?? "";
+        const failure = /<(failure|error)\b([^>]*?)(\/>|>([\s\S]*?)<\/\1>)/.exec(body);
+        if (failure === null) continue;
+        const attrs = match[1] ?? "";
+        const attr = (name: string) =>
+          unescapeXml(new RegExp(`\\s${name}="([^"]*)"`).exec(attrs)?.[1] ?? "");
+        const message = unescapeXml(
+          /\smessage="([^"]*)"/.exec(failure[2] ?? "")?.[1] || failure[4] || "",
+        );
+        const where = [attr("file") || attr("classname"), attr("name")].filter((s) => s !== "")
+          .join(" > ");
+        names.push(`${where}: ${firstLine(message)}`);
+      }
+      return names;
+    }
+    case "counts-json":
+      return [];
+  }
+}
+
 /** One step's result, as recorded by the step runner. */
 export interface StepResult {
   step: string;
@@ -104,7 +175,12 @@ export function summarize(steps: readonly StepResult[]): { lines: string[]; tota
     const detail = counts === undefined
       ? report === undefined ? "" : " (no report)"
       : ` (${counts.passed} passed / ${failed} failed)`;
-    return `  ${step.padEnd(14)} ${status}${detail} ${seconds.toFixed(1)}s`;
+    const named = report === undefined || failed === 0 ? [] : failedTests(report);
+    return [
+      `  ${step.padEnd(14)} ${status}${detail} ${seconds.toFixed(1)}s`,
+      ...named.map((n) => `      failed: ${n}`),
+    ]
+      .join("\n");
   });
   return { lines, total };
 }
