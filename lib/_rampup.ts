@@ -89,8 +89,19 @@ const CONVERGED_COSTLY = 0.1;
  * window (so it tells no quota).
  */
 const SECOND_HOLD_MS = 1_000;
+/** Holds this close to SECOND_HOLD_MS are one second long (a real clock's reading of it). */
+const HOLD_FUZZ_MS = 50;
 /** Once converged, a probe above the rate is this much higher. */
 export const PROBE_STEP = 0.03;
+/**
+ * A quiet round at a rate that only a first refusal said was too fast (its
+ * pace, read from a few sends, said little) climbs by this factor; by
+ * CLIMB_COSTLY when a refusal costs a long hold. (Climbing so after a quota
+ * told by holds was left: README pipeline against a constant `Retry-After`
+ * 0.78 → 0.74, zoo misses 547 → 555.)
+ */
+const CLIMB = 1.5;
+const CLIMB_COSTLY = 1.25;
 /** Probing above a limit that holds backs off to once per this many windows at most. */
 const MAX_PROBE_WINDOWS = 32;
 /** The shortest round while learning. */
@@ -126,6 +137,14 @@ const CYCLE_MIN_ADMITS = 3;
 const HELD_SHARE = 0.65;
 /** A first run of admits this far above the estimated rate's share was a saved burst. */
 const BURST_MIN = 4;
+/**
+ * Sends this close together went out at one instant (one dispatch: on a real
+ * clock a loaded event loop spreads them over a millisecond or two, read as
+ * hundreds a second).
+ */
+const BURST_INSTANT_MS = 3;
+/** A refused pace this far above a quiet one is near it (see `onTrigger`). */
+const NEAR_QUIET = 0.1;
 /** In-flight counts are tallied up to this. */
 const MAX_F = 64;
 /** Sends remembered for their in-flight count. */
@@ -200,6 +219,21 @@ export class RampupController {
   #sendsAtRate = 0;
   /** The pace of the last quiet round. */
   #lastQuiet = 0;
+  /** Climbing by CLIMB per quiet round: no refused rate above is known. */
+  #climb = false;
+  /**
+   * `#hi` came from the first refusal alone, unpaced with few admits before:
+   * the pace read from a few sends over a real network says little (two sends
+   * a few ms apart at the site though far apart when sent), so reaching it
+   * quiet means climbing on.
+   */
+  #hiSoft = false;
+  /**
+   * The most the site admitted before its first refusal: a bucket's saved
+   * burst hides a pace above its rate until it is spent, so a climb step
+   * waits for sends that would spend it.
+   */
+  #climbBurst = 0;
   /**
    * A window quota told by the server's holds (see `onTrigger`), read and
    * cleared by the manager; a quota announced in headers or configured wins.
@@ -529,7 +563,9 @@ export class RampupController {
       cycle.heldMs >= HELD_SHARE * cycle.ms && cycle.ms < lim.maxDelayMs &&
       // A hold of a second or less is a bucket's or a spacer's
       // Retry-After as often as a window's (whole seconds).
-      cycle.heldMs > SECOND_HOLD_MS &&
+      // (Longer by more than a real clock's fuzz: a 1 s hold told at a send
+      // time read a fraction of a millisecond late is still one second.)
+      cycle.heldMs > SECOND_HOLD_MS + HOLD_FUZZ_MS &&
       // A pace that went a round without a refusal above the quota's rate:
       // the hold was a bucket's or a spacer's Retry-After, not a window's.
       (cycle.admits * 1000) / cycle.ms > this.#lastQuiet
@@ -547,23 +583,28 @@ export class RampupController {
         } ms, a quota of ${cycle.admits}`,
       );
     }
+    // Unpaced, refused with another request sent at the same instant.
+    const atOnce = this.rate === Infinity && this.#sends.count >= 2 &&
+      this.#sends.atInstant(sentAt, BURST_INSTANT_MS) >= 2;
     const pace = this.rate !== Infinity ? this.rate : this.#sends.count < 2
       // Made at this trigger: what is in flight, over the refused request's round trip.
       ? (Math.max(1, activeNow) * 1000) / Math.max(1, now - sentAt)
+      // Sent at one instant: the gap (a millisecond or none) is no rate the scope sent at.
+      : atOnce
+      ? this.#recentSendRate(now)
       : Math.max(this.#recentSendRate(now), this.#gapRate(sentAt));
     // Unpaced, refused with another request sent at the same instant: the
     // site refuses bursts (a strict spacer), which says nothing of the rate
     // the scope sent at; paced at that rate the requests go apart.
     // (Rampup only: its slow start doubles concurrency, answers come back
     // together and the next sends go at one instant.)
-    const burst = this.limits.mode === "rampup" && this.rate === Infinity &&
-      this.#sends.count >= 2 &&
-      this.#sends.atInstant(sentAt) >= 2 &&
+    const burst = this.limits.mode === "rampup" && atOnce &&
       // Few admitted before: a bucket or a window that ran out after a run of
       // admits refuses a burst too, and there the rate was too fast.
       this.#firstAdmits <= BURST_MIN;
     // A rate that was refused is too fast, whatever a quiet round said before
     // (a bucket's saved burst can hide a rate above its limit for a while).
+    const firstPace = this.rate === Infinity;
     if (burst) {
       this.#hi = Math.min(this.#hi, 2 * pace);
       // Not pressed on the site's rate: no episode starts here.
@@ -624,6 +665,23 @@ export class RampupController {
       // and keeps halving.)
       next = pace * CUT_FACTOR * CUT_FACTOR;
       why = `refused at the first sends at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
+    } else if (
+      this.#costlyRefusal && this.rate !== Infinity && this.#firstAdmits <= BURST_MIN &&
+      this.#lastQuiet > 0 &&
+      pace <= this.#lastQuiet * (1 + NEAR_QUIET) && (est === undefined || !this.#savedBurst(est))
+    ) {
+      // Refused after a while at a pace at or just above one that was quiet,
+      // by a site that never admitted a burst (a strict spacer): the limit is
+      // right there, and a real clock's jitter shortened one gap. Only where
+      // a refusal costs a long hold (a small bucket refused so kept refusing:
+      // 5% → 7% refused in the zoo's table); what was
+      // admitted since the first refusal counts the climb to this pace, far
+      // below the limit (a 20/s spacer refused at 20.2/s, admitted 13.9/s),
+      // and cutting to it settled at two thirds of the rate.
+      next = Math.min(this.#lastQuiet, pace) * (1 - 2 * CONVERGED);
+      why = `refused at ${fmt(pace)}/s, near the quiet ${fmt(this.#lastQuiet)}/s: rate ${
+        fmt(next)
+      }/s`;
     } else if (est !== undefined && est < pace) {
       // Refused after a while at this pace: a saved burst hid the limit; the
       // admitted rate says where it is. (An estimate at or above the refused
@@ -653,6 +711,10 @@ export class RampupController {
       why = `refused at ${fmt(pace)}/s, admitted ${fmt(est)}/s: rate ${fmt(next)}/s`;
     }
     this.rate = this.#clampRate(next);
+    this.#climb = false;
+    this.#hiSoft = firstPace && this.#firstAdmits <= BURST_MIN &&
+      (this.limits.mode === "rampup" || atOnce);
+    if (this.#hiSoft) this.#climbBurst = this.#firstAdmits;
     this.#cut(now, true);
     this.#blockStart = now;
     // The trigger's own hold (told just before it) holds the block too.
@@ -1033,7 +1095,28 @@ export class RampupController {
     // A refusal that costs a hold of a second or more (Retry-After) is worth
     // risking for a larger gain only.
     const converged = this.#costlyRefusal ? CONVERGED_COSTLY : CONVERGED;
-    if (this.#hi !== Infinity && before < this.#hi * (1 - converged)) {
+    if (this.#hiSoft && this.#hi !== Infinity && !(before < this.#hi * (1 - converged))) {
+      // Reached a rate only the first refusal said was too fast: climb on.
+      this.#hi = Infinity;
+      this.#hiSoft = false;
+      this.#climb = true;
+    }
+    if (this.#climb && this.#hi === Infinity) {
+      const factor = this.#costlyRefusal ? CLIMB_COSTLY : CLIMB;
+      // A pace (factor - 1) above the rate spends a burst of B in B / (factor - 1) sends.
+      if (this.#sendsAtRate < this.#climbBurst / (factor - 1)) return;
+      // No further than the most the scope's concurrency carries at its
+      // latency: above it the pace no longer binds, and a quiet round says
+      // nothing of it (the climb would run on for ever).
+      const top = Math.min(this.limits.maxConcurrency, this.#capLimit);
+      const carried = this.#latencyMs > 0 ? (top * 1000) / this.#latencyMs : Infinity;
+      if (before >= carried) {
+        this.#climb = false;
+        return;
+      }
+      next = Math.min(before * factor, carried);
+      why = `quiet at ${fmt(before)}/s, no refused rate above: climbing to ${fmt(next)}/s`;
+    } else if (this.#hi !== Infinity && before < this.#hi * (1 - converged)) {
       // Half way to the refused rate; a quarter when a refusal is costly.
       const step = this.#costlyRefusal ? 0.25 : 0.5;
       next = Math.min(before + step * (this.#hi - before), this.#hi * (1 - CONVERGED / 2));

@@ -110,12 +110,12 @@ export class SendLog {
     return n;
   }
 
-  /** Sends at the instant `sentAt` (within a microsecond). */
-  atInstant(sentAt: number): number {
+  /** Sends at the instant `sentAt` (within a microsecond, or within `withinMs`). */
+  atInstant(sentAt: number, withinMs = SAME_INSTANT_MS): number {
     let n = 0;
     this.#back((at) => {
-      if (at < sentAt - SAME_INSTANT_MS) return false;
-      if (at <= sentAt + SAME_INSTANT_MS) n++;
+      if (at < sentAt - withinMs) return false;
+      if (at <= sentAt + withinMs) n++;
       return true;
     });
     return n;

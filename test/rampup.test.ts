@@ -175,6 +175,75 @@ describe("adaptive limits (lib/_rampup.ts)", () => {
     expect(m.state(201)).toMatchObject({ concurrency: 3, delayMs: 0 });
   });
 
+  // Two sends of one dispatch, on a loaded real clock 1.5 ms apart, the second
+  // refused (a strict spacer): the gap is no rate the scope sent at. It read
+  // as 667/s, and each halving from there cost a refusal (a 1 s hold each).
+  const oneDispatch: [mode: "rampup" | "adaptive", step: string][] = [
+    ["rampup", "50.75/1 refused in a burst at 19.7/s: paced at 19.7/s"],
+    ["adaptive", "101.5/1 refused at 19.7/s: rate 9.85/s"],
+  ];
+  for (const [mode, step] of oneDispatch) {
+    it(`ThrottlingScopeManager (${mode}) reads two sends 1.5 ms apart as one instant: the pace is the round's, not 1000 / 1.5 ms`, () => {
+      const m = manager(
+        mode === "rampup" ? { delayMs: 0, rampup: true } : { delayMs: 0, adaptive: true },
+      );
+      m.setConcurrency(2);
+      m.recordSent(0);
+      m.recordSent(1.5);
+      m.recordDone(100, { latencyMs: 100, status: 200, sentAt: 0 });
+      m.recordBackoff(101.5, { cause: "status 503", sentAt: 1.5 });
+      m.recordDone(101.5, { latencyMs: 100, status: 503, sentAt: 1.5 });
+      expect(summary(m.advance(101.5))).toEqual([step]);
+    });
+  }
+
+  it("ThrottlingScopeManager rampup climbs past a rate only its first refusal said was too fast, to just under the site's", () => {
+    // Over real loopback a request's trip to the site varies (a new
+    // connection, a busy event loop): two sends 75 ms apart reached a 20/s
+    // strict spacer less than 50 ms apart, and "refused at 13.33/s" capped the
+    // scope under 13.33/s for the rest of the crawl. The site here admits a
+    // request 50 ms after the last one it admitted and holds the scope 1 s
+    // (Retry-After) otherwise.
+    const m = manager({ delayMs: 0, rampup: true, concurrency: 8 }, {
+      backoff: { windowMs: 60_000 },
+    });
+    m.setConcurrency(2);
+    m.recordSent(0);
+    m.recordSent(75);
+    m.recordDone(100, { latencyMs: 100, status: 200, sentAt: 0 });
+    m.recordBackoff(175, { cause: "status 503", sentAt: 75, holdMs: 1_000 });
+    m.recordDone(175, { latencyMs: 100, status: 503, sentAt: 75 });
+    const steps = summary(m.advance(175));
+    expect(steps).toEqual(["150/1 refused at 13.33/s: rate 6.67/s"]);
+    let lastAdmitted = 0;
+    let refused = 0;
+    let admittedAfter10s = 0;
+    const out: { sentAt: number; status: number }[] = [];
+    for (let t = 176; t <= 20_000; t++) {
+      while (out.length > 0 && out[0]!.sentAt + 100 <= t) {
+        const { sentAt, status } = out.shift()!;
+        if (status !== 200) m.recordBackoff(t, { cause: "status 503", sentAt, holdMs: 1_000 });
+        m.recordDone(t, { latencyMs: 100, status, sentAt });
+      }
+      while (m.canSend(t) <= 0) {
+        m.recordSent(t);
+        const admit = t - lastAdmitted >= 50;
+        if (!admit) refused++;
+        else {
+          lastAdmitted = t;
+          if (t >= 10_000) admittedAfter10s++;
+        }
+        out.push({ sentAt: t, status: admit ? 200 : 503 });
+      }
+      steps.push(...summary(m.advance(t)));
+    }
+    expect(steps.some((s) => s.includes("no refused rate above: climbing"))).toBe(true);
+    // Settled just under 20/s: in the last 10 s at least 0.9 of what the site
+    // admits (before: 13.33/s at most, 0.67), with a few refusals on the way.
+    expect(admittedAfter10s).toBeGreaterThanOrEqual(180);
+    expect(refused).toBeLessThanOrEqual(4);
+  });
+
   it("a learned pace is a floor for jitter: a strict spacer sees no gap shorter than it", () => {
     const r = runZooCrawl({
       site: {

@@ -656,6 +656,47 @@ describe("createZooSite() in virtual time", () => {
   });
 });
 
+describe("adaptive limits on a real clock's gaps (outbound jitter, virtual time)", () => {
+  // A 20/s strict spacer answering 503 with Retry-After in whole seconds: each
+  // refusal holds the scope a second, 20 requests' worth. Over real loopback
+  // rampup settled near 5/s on it (0.27); the same collapse showed here with
+  // a few ms of jitter between send and arrival.
+  const spacer: ZooSiteSpec = {
+    name: "spacer 20/s",
+    limiter: { shape: "token-bucket", ratePerSec: 20, burst: 1 },
+    latencyMs: 110,
+    status: 503,
+    retryAfter: "seconds",
+  };
+  const table: [mode: "rampup" | "defaults", jitterMs: number, seed: number, atLeast: number][] =
+    [];
+  for (const jitterMs of [2, 5]) {
+    for (const seed of [1, 2, 3]) {
+      table.push(["rampup", jitterMs, seed, 0.5], ["defaults", jitterMs, seed, 0.65]);
+    }
+  }
+  for (const [mode, jitterMs, seed, atLeast] of table) {
+    it(`the 20/s spacer with 1 s holds, ${mode}, ${jitterMs} ms jitter, seed ${seed}: at least ${atLeast} of its rate, no quota told by its 1 s holds`, () => {
+      const r = runZooCrawl({
+        site: spacer,
+        pages: 200,
+        seed,
+        rampup: mode === "rampup",
+        outboundJitterMs: jitterMs,
+        settings: { retry: { times: 10 } },
+        events: true,
+      });
+      const steps = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+      // A hold of one second read a fraction of a millisecond long is still
+      // a spacer's Retry-After, not a window's reset (it was a quota of 3 per 1.3 s).
+      expect(steps.filter((w) => w.startsWith("held again"))).toEqual([]);
+      expect(r.ok).toBe(200);
+      expect(r.efficiency).toBeGreaterThanOrEqual(atLeast);
+      expect(r.refused / r.requests).toBeLessThanOrEqual(0.05);
+    });
+  }
+});
+
 describe("generateZooSites()", () => {
   it("generateZooSites() draws the same 17 sites for a seed, every shape, the constant Retry-After last", () => {
     const a = generateZooSites(7);
