@@ -169,6 +169,12 @@ export class RampupController {
   #hi = Infinity;
   #capLimit = Infinity;
   #capRefuted = false;
+  /**
+   * A cap read low at its refused send `#capSentAt` may be up to this (one
+   * less than was in flight): the first quiet round reads it again.
+   */
+  #capUpTo = 0;
+  #capSentAt = 0;
   /** Admits and refusals by in-flight count at send (capped at MAX_F). */
   readonly #admitAtF = new Uint32Array(MAX_F + 1);
   #minRefusedF = Infinity;
@@ -503,6 +509,7 @@ export class RampupController {
           this.#capLimit = Infinity;
         } else {
           this.#capLimit = served;
+          this.#capUpTo = 0;
           this.#cut(now, false);
           this.#apply(knobs);
           this.#oneUntilAdmit(knobs);
@@ -525,6 +532,13 @@ export class RampupController {
         // flight among them (they hold no slot at the site): the most it saw
         // admitted at once bounds the cap (a cap of 8 read as 11 otherwise).
         this.#capLimit = this.limits.mode === "rampup" ? this.#capBelow(now, f, sentAt) : f - 1;
+        // What the site was seen serving at once counts only answers already
+        // in: the ones in flight at the refusal (most of a cap just reached)
+        // are not, so the cap may be up to f - 1. The first quiet round, when
+        // they are in, reads what the site was serving at the refused send
+        // (a cap of 7 read as 3 ran at 0.56 of the site's rate; 0.76 now).
+        this.#capUpTo = f - 1;
+        this.#capSentAt = sentAt;
         this.#cut(now, false);
         this.#apply(knobs);
         // Nothing new until one is admitted: a cap admits the others in
@@ -533,7 +547,9 @@ export class RampupController {
         this.#oneUntilAdmit(knobs, true);
         return this.#report(
           knobs,
-          `concurrency cap: refused with ${f} in flight, admitted with ${f - 1}`,
+          `concurrency cap: refused with ${f} in flight, admitted with ${f - 1}${
+            this.#capLimit < f - 1 ? `, seen serving ${this.#capLimit}` : ""
+          }`,
         );
       } else if (f === 1) {
         this.#capRefuted = true;
@@ -752,8 +768,8 @@ export class RampupController {
    * this is the cap; `#servedAtOnce` alone misses the long requests still
    * out, and when latencies vary much they are the most.
    */
-  #servedAt(sentAt: number): number {
-    let n = this.#sends.pendingBefore(sentAt);
+  #servedAt(sentAt: number, pending = true): number {
+    let n = pending ? this.#sends.pendingBefore(sentAt) : 0;
     const count = Math.min(this.#admitCount, RING);
     for (let k = 1; k <= count; k++) {
       const i = (this.#admitCount - k) % RING;
@@ -1069,7 +1085,20 @@ export class RampupController {
     if (this.rate === Infinity) {
       // Unpaced (a concurrency cap, or never cut): probe one more once per window.
       const top = this.limits.maxConcurrency;
-      if (
+      const seen = this.#capLimit < this.#capUpTo
+        ? Math.min(this.#capUpTo, this.#servedAt(this.#capSentAt, false))
+        : 0;
+      if (this.#capUpTo > 0) this.#capUpTo = 0;
+      if (seen > this.#capLimit && knobs.concurrency < top) {
+        this.#capLimit = seen;
+        this.#apply(knobs);
+        steps.push({
+          kind: "rampup",
+          delayMs: knobs.delayMs,
+          concurrency: knobs.concurrency,
+          why: `quiet: the site was serving ${seen} when it refused: concurrency cap ${seen}`,
+        });
+      } else if (
         this.#capLimit !== Infinity && maxActive >= knobs.concurrency &&
         knobs.concurrency < top && this.#probeDue(now)
       ) {

@@ -153,6 +153,34 @@ describe("adaptive limits (lib/_rampup.ts)", () => {
     expect(r.refused).toBeLessThanOrEqual(5);
   });
 
+  it("rampup reads a concurrency cap again once the answers in flight at its refusal are in", () => {
+    // Rampup's cap at a refusal is what the site was seen serving at once,
+    // from answers already in: a cap of 7 just reached, most of its requests
+    // still out, read as 3 or 4, and the scope ran at 0.56 of the site's rate.
+    const r = runZooCrawl({
+      site: {
+        name: "cap 7",
+        limiter: { shape: "concurrency", maxConcurrency: 7 },
+        latencyMs: 242,
+        latencyJitter: 0.5,
+        status: 503,
+      },
+      pages: 200,
+      seed: 2,
+      rampup: true,
+      events: true,
+    });
+    const steps = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    expect(steps).toContain(
+      "concurrency cap: refused with 8 in flight, admitted with 7, seen serving 4",
+    );
+    expect(steps).toContain(
+      "quiet: the site was serving 6 when it refused: concurrency cap 6",
+    );
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.7);
+    expect(r.refused).toBeLessThanOrEqual(2);
+  });
+
   it("ThrottlingScopeManager reads an answer's send time from DoneInfo.sentAt: answers recorded late still show a cap", () => {
     // On a real clock recordDone comes a little after the answer, so now -
     // latencyMs misses the send; the cap of 3 is only seen with sentAt.
