@@ -536,7 +536,7 @@ export class RampupController {
         // in: the ones in flight at the refusal (most of a cap just reached)
         // are not, so the cap may be up to f - 1. The first quiet round, when
         // they are in, reads what the site was serving at the refused send
-        // (a cap of 7 read as 3 ran at 0.56 of the site's rate; 0.76 now).
+        // (a cap of 7 read as 4 ran at 0.56 of the site's rate; 0.84 now).
         this.#capUpTo = f - 1;
         this.#capSentAt = sentAt;
         this.#cut(now, false);
@@ -773,7 +773,10 @@ export class RampupController {
     const count = Math.min(this.#admitCount, RING);
     for (let k = 1; k <= count; k++) {
       const i = (this.#admitCount - k) % RING;
-      if (this.#admitStarts[i]! < sentAt && this.#admitTimes[i]! > sentAt) n++;
+      const start = this.#admitStarts[i]!;
+      // Read later (no pending sends counted), sends at the refused one's
+      // instant that were admitted were served with it.
+      if ((pending ? start < sentAt : start <= sentAt) && this.#admitTimes[i]! > sentAt) n++;
     }
     return n;
   }
