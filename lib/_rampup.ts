@@ -682,18 +682,20 @@ export class RampupController {
       next = pace * CUT_FACTOR * CUT_FACTOR;
       why = `refused at the first sends at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
     } else if (
-      this.#costlyRefusal && this.rate !== Infinity && this.#firstAdmits <= BURST_MIN &&
+      (this.#costlyRefusal || this.#firstAdmits <= 1) && this.rate !== Infinity &&
+      this.#firstAdmits <= BURST_MIN &&
       this.#lastQuiet > 0 &&
       pace <= this.#lastQuiet * (1 + NEAR_QUIET) && (est === undefined || !this.#savedBurst(est))
     ) {
       // Refused after a while at a pace at or just above one that was quiet,
       // by a site that never admitted a burst (a strict spacer): the limit is
-      // right there, and a real clock's jitter shortened one gap. Only where
-      // a refusal costs a long hold (a small bucket refused so kept refusing:
-      // 5% → 7% refused in the zoo's table); what was
+      // right there, and a real clock's jitter shortened one gap. What was
       // admitted since the first refusal counts the climb to this pace, far
       // below the limit (a 20/s spacer refused at 20.2/s, admitted 13.9/s),
-      // and cutting to it settled at two thirds of the rate.
+      // and cutting to it settled at two thirds of the rate. Only where the
+      // site admitted at most one before its first refusal, or a refusal
+      // costs a long hold: a small bucket (a burst of 2 or 3) refused so kept
+      // refusing (5% → 7% refused in the zoo's table).
       next = Math.min(this.#lastQuiet, pace) * (1 - 2 * CONVERGED);
       why = `refused at ${fmt(pace)}/s, near the quiet ${fmt(this.#lastQuiet)}/s: rate ${
         fmt(next)

@@ -697,6 +697,33 @@ describe("adaptive limits on a real clock's gaps (outbound jitter, virtual time)
   }
 });
 
+describe("a strict spacer's refusal near a quiet pace (outbound jitter, virtual time)", () => {
+  // A 10/s spacer answering 429 with no Retry-After; 5 ms between send and
+  // arrival. Refused after a while at a pace just above a quiet one, the
+  // scope went to the rate admitted since the first refusal (which counts the
+  // climb to it: 0.88-0.89); now 6% below the quiet pace.
+  const spacer: ZooSiteSpec = {
+    name: "spacer 10/s",
+    limiter: { shape: "token-bucket", ratePerSec: 10, burst: 1 },
+    latencyMs: 103,
+    status: 429,
+  };
+  for (const seed of [1, 2, 4]) {
+    it(`defaults reach 0.9 of a 10/s spacer through 5 ms of jitter, seed ${seed}`, () => {
+      const r = runZooCrawl({
+        site: spacer,
+        pages: 200,
+        seed,
+        outboundJitterMs: 5,
+        settings: { retry: { times: 10 } },
+      });
+      expect(r.ok).toBe(200);
+      expect(r.efficiency).toBeGreaterThanOrEqual(0.9);
+      expect(r.refused / r.requests).toBeLessThanOrEqual(0.05);
+    });
+  }
+});
+
 describe("generateZooSites()", () => {
   it("generateZooSites() draws the same 17 sites for a seed, every shape, the constant Retry-After last", () => {
     const a = generateZooSites(7);
