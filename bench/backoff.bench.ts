@@ -17,11 +17,11 @@
 import { from, lastValueFrom, type Observable, type SchedulerLike, toArray } from "rxjs";
 import { TestScheduler } from "rxjs/testing";
 import { startSite } from "../lib/demo/sites.ts";
-import { createFetchDownload } from "../lib/fetch_download.ts";
+import { createFetchDownload } from "../lib/http/fetch_download.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import { createSimulatedSite } from "../lib/sim/simulated_site.ts";
-import type { ThrottlerSettingsInput } from "../lib/settings.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings/settings.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { type DownloadFn, throttleByScope } from "../operators/throttle_by_scope.ts";
 import { now } from "./_harness.ts";

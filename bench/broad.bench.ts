@@ -30,7 +30,7 @@
  * @module
  */
 import { Observable } from "rxjs";
-import { createThrottler, type Throttler } from "../lib/throttler.ts";
+import { createThrottler, type Throttler } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import {
   argValue,

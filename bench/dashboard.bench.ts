@@ -15,7 +15,7 @@ import { from, type SchedulerLike, Subject } from "rxjs";
 import { DashboardAggregator } from "../lib/dashboard/dashboard_aggregator.ts";
 import type { ThrottleEvent } from "../lib/events.ts";
 import { serveDashboard } from "../lib/dashboard/serve_dashboard.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import {
   argValue,

@@ -33,9 +33,9 @@ import {
   createRedisScopes,
   type RedisScopes,
   type RedisScopesClient,
-} from "../lib/redis_scopes.ts";
-import { sharedDownload } from "../lib/shared_download.ts";
-import { createThrottler } from "../lib/throttler.ts";
+} from "../lib/redis/redis_scopes.ts";
+import { sharedDownload } from "../lib/redis/shared_download.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 
 const PORT = Number(process.env.REDIS_PORT ?? 6390);

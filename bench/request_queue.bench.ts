@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { runInNewContext } from "node:vm";
 import { setFlagsFromString } from "node:v8";
 import { NEVER } from "rxjs";
-import { type QueueThrottleView, RequestQueue } from "../lib/request_queue.ts";
+import { type QueueThrottleView, RequestQueue } from "../lib/queue/request_queue.ts";
 
 const N = Number(process.argv[2] ?? 1_000_000);
 const SCOPES = Number(process.argv[3] ?? 10_000);

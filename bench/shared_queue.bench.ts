@@ -28,8 +28,8 @@ import {
   runChild,
 } from "./_harness.ts";
 import { crawl } from "../lib/crawl.ts";
-import { RedisRequestQueue } from "../lib/redis_request_queue.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { RedisRequestQueue } from "../lib/redis/redis_request_queue.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 
 const PORT = Number(process.env.REDIS_PORT ?? 6390);
 const FILE = new URL(import.meta.url).pathname;

@@ -17,10 +17,10 @@
  */
 import { lastValueFrom, toArray } from "rxjs";
 import { crawl } from "../lib/crawl.ts";
-import { createFetchDownload } from "../lib/fetch_download.ts";
+import { createFetchDownload } from "../lib/http/fetch_download.ts";
 import type { RequestObject } from "../lib/request.ts";
-import { RequestQueue } from "../lib/request_queue.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { RequestQueue } from "../lib/queue/request_queue.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { simulate } from "../lib/sim/simulate.ts";
 import type { SimulatedSiteSpec } from "../lib/sim/site_spec.ts";
 import { describeLimiter } from "../lib/sim/zoo.ts";

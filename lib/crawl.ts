@@ -6,13 +6,13 @@
  *
  * @module
  */
-import { isPromiseLike } from "./_is_promise_like.ts";
+import { isPromiseLike } from "./util/_is_promise_like.ts";
 import { filter, identity, Observable, type OperatorFunction } from "rxjs";
 import type { Outcome } from "./outcome.ts";
 import type { DownloadContext } from "./download.ts";
-import { InvalidRequestError, isLocalFailure } from "./download_errors.ts";
-import type { CrawlQueue } from "./crawl_queue.ts";
-import type { Throttler } from "./throttler.ts";
+import { InvalidRequestError, isLocalFailure } from "./http/download_errors.ts";
+import type { CrawlQueue } from "./queue/crawl_queue.ts";
+import type { Throttler } from "./throttler/throttler.ts";
 import { type DownloadFn, throttleByScope } from "../operators/throttle_by_scope.ts";
 import { backoffOn, type BackoffOnOptions } from "../operators/backoff_on.ts";
 import { attemptsAllowed, resolveRetry } from "../operators/_retry.ts";
@@ -59,9 +59,9 @@ export interface CrawlOptions<R, T> {
  * @returns The outcomes, one per request.
  * @example Follow links on one site
  * ```ts
- * import { createThrottler } from "./throttler.ts";
- * import { RequestQueue } from "./request_queue.ts";
- * import { extractLinks } from "./html_links.ts";
+ * import { createThrottler } from "./throttler/throttler.ts";
+ * import { RequestQueue } from "./queue/request_queue.ts";
+ * import { extractLinks } from "./http/html_links.ts";
  * import { crawl } from "./crawl.ts";
  * // A site of two pages; a real crawl downloads them (createFetchDownload).
  * const site: Record<string, string> = {

@@ -6,7 +6,7 @@
  * @module
  */
 import type { Outcome } from "../lib/outcome.ts";
-import type { ErrorMatcher, ThrottlerSettings } from "../lib/settings.ts";
+import type { ErrorMatcher, ThrottlerSettings } from "../lib/settings/settings.ts";
 
 /** When and how often failed attempts are sent again. */
 export interface RetryOptions {

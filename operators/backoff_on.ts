@@ -6,14 +6,14 @@
  * @module
  */
 import { Observable, type OperatorFunction } from "rxjs";
-import { classifyDownloadError, errorMatches } from "../lib/download_errors.ts";
+import { classifyDownloadError, errorMatches } from "../lib/http/download_errors.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import { outcomeStatus } from "../lib/outcome.ts";
 import { requestMeta } from "../lib/request.ts";
-import { defaultResponseBackoff, type ResponseBackoff } from "../lib/response_backoff.ts";
-import type { Throttler } from "../lib/throttler.ts";
+import { defaultResponseBackoff, type ResponseBackoff } from "../lib/http/response_backoff.ts";
+import type { Throttler } from "../lib/throttler/throttler.ts";
 import { resubmitOf } from "../lib/_resubmit.ts";
-import { errorText } from "../lib/_error_text.ts";
+import { errorText } from "../lib/http/_error_text.ts";
 import { resolveRetry, type RetryOptions } from "./_retry.ts";
 
 export type { RetryOptions };
@@ -173,7 +173,7 @@ export function backoffOn<R, T>(
 
 /**
  * What a retry event names: the status, or the error in the words of its
- * backoff and of its request-done event (lib/_error_text.ts).
+ * backoff and of its request-done event (lib/http/_error_text.ts).
  */
 function retryCause(outcome: Outcome<unknown, unknown>, status: number | undefined): string {
   if (status !== undefined) return `status ${status}`;

@@ -9,9 +9,9 @@
  */
 import { Observable, type OperatorFunction } from "rxjs";
 import type { Outcome } from "../lib/outcome.ts";
-import type { RampupConfig } from "../lib/settings.ts";
-import type { Throttler } from "../lib/throttler.ts";
-import { resolveRampupOption } from "../lib/_rampup.ts";
+import type { RampupConfig } from "../lib/settings/settings.ts";
+import type { Throttler } from "../lib/throttler/throttler.ts";
+import { resolveRampupOption } from "../lib/managers/_rampup.ts";
 
 /** Options of {@link rampup}. */
 export interface RampupOptions extends RampupConfig {

@@ -13,15 +13,15 @@ import {
   type Subscription,
 } from "rxjs";
 import { type Outcome, outcomeStatus } from "../lib/outcome.ts";
-import { InvalidRequestError } from "../lib/download_errors.ts";
+import { InvalidRequestError } from "../lib/http/download_errors.ts";
 import { requestMeta } from "../lib/request.ts";
-import type { RequestScopes } from "../lib/scopes.ts";
-import type { GateOwner, Throttler } from "../lib/throttler.ts";
-import { errorText } from "../lib/_error_text.ts";
-import { isPromiseLike } from "../lib/_is_promise_like.ts";
+import type { RequestScopes } from "../lib/scopes/scopes.ts";
+import type { GateOwner, Throttler } from "../lib/throttler/throttler.ts";
+import { errorText } from "../lib/http/_error_text.ts";
+import { isPromiseLike } from "../lib/util/_is_promise_like.ts";
 import { RESUBMIT, type Resubmit } from "../lib/_resubmit.ts";
 import { takeRequestDelayed } from "../lib/_request_delay.ts";
-import { scheduleAfter } from "../lib/_timer.ts";
+import { scheduleAfter } from "../lib/util/_timer.ts";
 import type { DownloadContext, DownloadFn } from "../lib/download.ts";
 
 // The download's types live with what the operators stand on (lib/); the

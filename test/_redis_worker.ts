@@ -14,9 +14,9 @@
  */
 import process from "node:process";
 import { from, lastValueFrom, toArray } from "rxjs";
-import { createRedisScopes } from "../lib/redis_scopes.ts";
-import { sharedDownload } from "../lib/shared_download.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { createRedisScopes } from "../lib/redis/redis_scopes.ts";
+import { sharedDownload } from "../lib/redis/shared_download.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { connectRedis, runCleanups } from "./_helpers/redis.ts";
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { autoThrottleDelay, autoThrottleManager } from "../lib/autothrottle_manager.ts";
-import { parseSettings, resolveScopeConfig } from "../lib/settings.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { autoThrottleDelay, autoThrottleManager } from "../lib/managers/autothrottle_manager.ts";
+import { parseSettings, resolveScopeConfig } from "../lib/settings/settings.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 
 const limits = { targetConcurrency: 1, minDelayMs: 0, maxDelayMs: 60_000 };
 

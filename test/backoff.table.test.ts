@@ -8,9 +8,13 @@ import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { of } from "rxjs";
 import { TestScheduler } from "rxjs/testing";
-import { ThrottlingScopeManager } from "../lib/scope_manager.ts";
-import { parseSettings, resolveScopeConfig, type ThrottlerSettingsInput } from "../lib/settings.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { ThrottlingScopeManager } from "../lib/managers/scope_manager.ts";
+import {
+  parseSettings,
+  resolveScopeConfig,
+  type ThrottlerSettingsInput,
+} from "../lib/settings/settings.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 

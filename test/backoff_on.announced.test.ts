@@ -9,7 +9,7 @@
 import { describe, expect, it } from "vitest";
 import { from, Observable, type SchedulerLike, timer } from "rxjs";
 import { createSimulatedSite } from "../lib/sim/simulated_site.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { seededRandom, testScheduler } from "./_helpers/test_scheduler.ts";

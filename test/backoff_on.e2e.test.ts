@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { from, lastValueFrom, toArray } from "rxjs";
-import { createFetchDownload, type FetchedResponse } from "../lib/fetch_download.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { createFetchDownload, type FetchedResponse } from "../lib/http/fetch_download.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";

@@ -5,14 +5,14 @@
 import { describe, expect, it } from "vitest";
 import { from, map, mergeMap, Observable, of, throwError, timer, VirtualTimeScheduler } from "rxjs";
 import { TestScheduler } from "rxjs/testing";
-import { DownloadFailedError } from "../lib/download_errors.ts";
+import { DownloadFailedError } from "../lib/http/download_errors.ts";
 import type { ThrottleEvent } from "../lib/events.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import type { RequestObject } from "../lib/request.ts";
-import { type ResponseBackoff, updateScopeBackoff } from "../lib/response_backoff.ts";
-import type { ScopeState } from "../lib/scope_manager_protocol.ts";
-import type { ThrottlerSettingsInput } from "../lib/settings.ts";
-import { createThrottler, type Throttler } from "../lib/throttler.ts";
+import { type ResponseBackoff, updateScopeBackoff } from "../lib/http/response_backoff.ts";
+import type { ScopeState } from "../lib/managers/scope_manager_protocol.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings/settings.ts";
+import { createThrottler, type Throttler } from "../lib/throttler/throttler.ts";
 import { backoffOn, type BackoffOnOptions } from "../operators/backoff_on.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseInputLine } from "../lib/cli/input.ts";
 import type { RequestObject } from "../lib/request.ts";
-import { RequestQueue } from "../lib/request_queue.ts";
+import { RequestQueue } from "../lib/queue/request_queue.ts";
 import { oddKey } from "./_helpers/odd_keys.ts";
 
 const META_NAMES = new Set([

@@ -5,8 +5,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { of } from "rxjs";
 import { runCrawl } from "../lib/cli/crawl.ts";
 import { JsonLinesFile, JsonLinesWriteError } from "../lib/cli/json_lines_file.ts";
-import { JobDirWriteError } from "../lib/job_dir.ts";
-import { JOB_DIR_LOG } from "../lib/_job_dir_log.ts";
+import { JobDirWriteError } from "../lib/queue/job_dir.ts";
+import { JOB_DIR_LOG } from "../lib/queue/_job_dir_log.ts";
 import type { InputLine } from "../lib/cli/input.ts";
 import { fillDiskAfter } from "./_helpers/full_disk.ts";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { formatQueueStatus } from "../lib/cli/queue_status.ts";
-import type { RedisQueueStatus } from "../lib/redis_queue_status.ts";
+import type { RedisQueueStatus } from "../lib/redis/redis_queue_status.ts";
 
 const base: RedisQueueStatus = {
   exists: true,

@@ -4,13 +4,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AttemptsExhaustedError, crawl } from "../lib/crawl.ts";
-import { RobotsTxtDisallowedError } from "../lib/robots_download.ts";
+import { RobotsTxtDisallowedError } from "../lib/robots/robots_download.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import type { RequestObject } from "../lib/request.ts";
-import { RequestQueue } from "../lib/request_queue.ts";
+import { RequestQueue } from "../lib/queue/request_queue.ts";
 import { createSimulatedSite, type SimulatedResponse } from "../lib/sim/simulated_site.ts";
-import { createThrottler, type Throttler } from "../lib/throttler.ts";
-import type { ThrottlerSettingsInput } from "../lib/settings.ts";
+import { createThrottler, type Throttler } from "../lib/throttler/throttler.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings/settings.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
 import { from, lastValueFrom, map, timer, toArray } from "rxjs";
 

@@ -6,7 +6,7 @@ import {
   type DashboardSource,
 } from "../lib/dashboard/dashboard_aggregator.ts";
 import type { ThrottleEvent } from "../lib/events.ts";
-import type { ScopeState } from "../lib/scope_manager_protocol.ts";
+import type { ScopeState } from "../lib/managers/scope_manager_protocol.ts";
 
 function scopeState(scope: string, over: Partial<ScopeState> = {}): ScopeState {
   return {

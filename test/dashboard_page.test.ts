@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DashboardSource } from "../lib/dashboard/dashboard_aggregator.ts";
 import { type Dashboard, serveDashboard } from "../lib/dashboard/serve_dashboard.ts";
 import type { ThrottleEvent } from "../lib/events.ts";
-import type { ScopeState } from "../lib/scope_manager_protocol.ts";
+import type { ScopeState } from "../lib/managers/scope_manager_protocol.ts";
 import { startDemoWeb } from "./_helpers/politely_cli.ts";
 
 // The page in a real headless browser: Debian's chromium, never a download.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { asyncScheduler, type SchedulerLike } from "rxjs";
-import { createDnsCache, DnsLookupError, type DnsResolver } from "../lib/dns_cache.ts";
+import { createDnsCache, DnsLookupError, type DnsResolver } from "../lib/scopes/dns_cache.ts";
 
 /** A scheduler whose clock the test moves by hand (only `now` is read by the cache). */
 function fakeClock(): SchedulerLike & { t: number } {

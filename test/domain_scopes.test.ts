@@ -5,7 +5,7 @@ import {
   hostScope,
   originScope,
   registrableDomainScope,
-} from "../lib/domain_scopes.ts";
+} from "../lib/scopes/domain_scopes.ts";
 
 describe("hostScope()", () => {
   it.each([

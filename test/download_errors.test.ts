@@ -13,8 +13,8 @@ import {
   LOCAL_FAILURE,
   ResponseDataLossError,
   ResponseTooLargeError,
-} from "../lib/download_errors.ts";
-import { DEFAULT_BACKOFF_EXCEPTIONS } from "../lib/settings.ts";
+} from "../lib/http/download_errors.ts";
+import { DEFAULT_BACKOFF_EXCEPTIONS } from "../lib/settings/settings.ts";
 
 const isDeno = "Deno" in globalThis;
 const isBun = "Bun" in globalThis;

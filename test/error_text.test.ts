@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { DownloadFailedError, DownloadTimeoutError } from "../lib/download_errors.ts";
-import { errorLine, errorReason, errorText } from "../lib/_error_text.ts";
+import { DownloadFailedError, DownloadTimeoutError } from "../lib/http/download_errors.ts";
+import { errorLine, errorReason, errorText } from "../lib/http/_error_text.ts";
 
 const refusedByFetch = () =>
   new TypeError("fetch failed", {

@@ -2,9 +2,9 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { concat, from, map, mergeMap, of, Subject, timer } from "rxjs";
 import type { ThrottleEvent } from "../lib/events.ts";
-import type { ThrottlerSettingsInput } from "../lib/settings.ts";
-import { ThrottlingScopeManager } from "../lib/scope_manager.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings/settings.ts";
+import { ThrottlingScopeManager } from "../lib/managers/scope_manager.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { recordingDownload, testScheduler } from "./_helpers/test_scheduler.ts";
 

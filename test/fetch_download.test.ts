@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { createFetchDownload, type DownloadSizeWarning } from "../lib/fetch_download.ts";
-import { InvalidRequestError, ResponseTooLargeError } from "../lib/download_errors.ts";
+import { createFetchDownload, type DownloadSizeWarning } from "../lib/http/fetch_download.ts";
+import { InvalidRequestError, ResponseTooLargeError } from "../lib/http/download_errors.ts";
 import { type RecordingServer, startRecordingServer } from "./_helpers/loopback_server.ts";
 
 let server: RecordingServer | undefined;

@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { fixedWindowManager, FixedWindowScopeManager } from "../lib/fixed_window_manager.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import {
+  fixedWindowManager,
+  FixedWindowScopeManager,
+} from "../lib/managers/fixed_window_manager.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 
 describe("FixedWindowScopeManager", () => {
   it("FixedWindowScopeManager lets a window's quota through, then waits for the next window", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { from } from "rxjs";
-import { hierarchicalScopes } from "../lib/domain_scopes.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { hierarchicalScopes } from "../lib/scopes/domain_scopes.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { recordingDownload, seededRandom, testScheduler } from "./_helpers/test_scheduler.ts";
 

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { extractLinks } from "../lib/html_links.ts";
+import { extractLinks } from "../lib/http/html_links.ts";
 
 const PAGE = "https://a.example/dir/page.html";
 

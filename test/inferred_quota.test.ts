@@ -3,9 +3,13 @@
 // window; what it admitted in between becomes the scope's learned quota, and
 // the pace is not cut. Table tests in scope-manager time (ms passed in).
 import { describe, expect, it } from "vitest";
-import { ThrottlingScopeManager } from "../lib/scope_manager.ts";
-import type { ScopeStep } from "../lib/scope_manager_protocol.ts";
-import { parseSettings, resolveScopeConfig, type ThrottlingScopeConfig } from "../lib/settings.ts";
+import { ThrottlingScopeManager } from "../lib/managers/scope_manager.ts";
+import type { ScopeStep } from "../lib/managers/scope_manager_protocol.ts";
+import {
+  parseSettings,
+  resolveScopeConfig,
+  type ThrottlingScopeConfig,
+} from "../lib/settings/settings.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
 import type { ZooSiteSpec } from "../lib/sim/zoo.ts";
 

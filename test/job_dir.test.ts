@@ -11,11 +11,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
 import process from "node:process";
-import { JobDir, JobDirWriteError } from "../lib/job_dir.ts";
-import { JOB_DIR_LOG } from "../lib/_job_dir_log.ts";
-import { JOB_DIR_LOCK } from "../lib/job_dir_lock.ts";
+import { JobDir, JobDirWriteError } from "../lib/queue/job_dir.ts";
+import { JOB_DIR_LOG } from "../lib/queue/_job_dir_log.ts";
+import { JOB_DIR_LOCK } from "../lib/queue/job_dir_lock.ts";
 import { fillDiskAfter } from "./_helpers/full_disk.ts";
-import { type QueueWarning, RequestQueue } from "../lib/request_queue.ts";
+import { type QueueWarning, RequestQueue } from "../lib/queue/request_queue.ts";
 import type { RequestObject } from "../lib/request.ts";
 
 const dirs: string[] = [];

@@ -5,9 +5,9 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
-import { JobDir } from "../lib/job_dir.ts";
-import { JOB_DIR_LOCK, JobDirLock, JobDirLockedError } from "../lib/job_dir_lock.ts";
-import { type QueueWarning, RequestQueue } from "../lib/request_queue.ts";
+import { JobDir } from "../lib/queue/job_dir.ts";
+import { JOB_DIR_LOCK, JobDirLock, JobDirLockedError } from "../lib/queue/job_dir_lock.ts";
+import { type QueueWarning, RequestQueue } from "../lib/queue/request_queue.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const HOLDER = join(ROOT, "test/fixtures/hold_job_dir.ts");

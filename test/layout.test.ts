@@ -9,6 +9,18 @@ import { describe, expect, it } from "vitest";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const COMPOSERS = ["lib/crawl.ts", "lib/cli/", "lib/sim/"];
+// The only modules directly in lib/: the vocabulary every folder speaks, and
+// the crawl loop on top (lib/README.md says why). Everything else is in a
+// folder of its subsystem, so the layout cannot go flat again unnoticed.
+const TOP_LEVEL = [
+  "_request_delay.ts",
+  "_resubmit.ts",
+  "crawl.ts",
+  "download.ts",
+  "events.ts",
+  "outcome.ts",
+  "request.ts",
+];
 
 function sources(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -61,12 +73,26 @@ describe("layout", () => {
     expect(unexplained).toEqual([]);
   });
 
-  it("lib/README.md names every file and folder of lib/", () => {
-    const map = readFileSync(join(ROOT, "lib", "README.md"), "utf8");
-    const unnamed = readdirSync(join(ROOT, "lib"))
-      .filter((name) => name !== "README.md")
-      .map((name) => statSync(join(ROOT, "lib", name)).isDirectory() ? `${name}/` : name)
-      .filter((name) => !map.includes(`\`${name}\``));
+  it("lib/README.md names every file and folder of lib/, each folder's README.md every file of it", () => {
+    const folders = [
+      "lib",
+      ...readdirSync(join(ROOT, "lib"))
+        .filter((name) => statSync(join(ROOT, "lib", name)).isDirectory())
+        .map((name) => `lib/${name}`),
+    ];
+    const unnamed = folders.flatMap((folder) => {
+      const map = readFileSync(join(ROOT, folder, "README.md"), "utf8");
+      return readdirSync(join(ROOT, folder))
+        .filter((name) => name !== "README.md")
+        .map((name) => statSync(join(ROOT, folder, name)).isDirectory() ? `${name}/` : name)
+        .filter((name) => !map.includes(`\`${name}\``))
+        .map((name) => `${folder}/${name}`);
+    });
     expect(unnamed).toEqual([]);
+  });
+
+  it("no module sits directly in lib/ but the vocabulary and the crawl loop", () => {
+    const flat = readdirSync(join(ROOT, "lib")).filter((name) => name.endsWith(".ts"));
+    expect(flat.sort()).toEqual(TOP_LEVEL);
   });
 });

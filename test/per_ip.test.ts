@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { from, lastValueFrom, toArray } from "rxjs";
-import { createDnsCache, DnsLookupError } from "../lib/dns_cache.ts";
-import { DownloadFailedError } from "../lib/download_errors.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { createDnsCache, DnsLookupError } from "../lib/scopes/dns_cache.ts";
+import { DownloadFailedError } from "../lib/http/download_errors.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { recordingDownload, testScheduler } from "./_helpers/test_scheduler.ts";
 

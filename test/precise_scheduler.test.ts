@@ -1,8 +1,8 @@
 import { map, of } from "rxjs";
 import { TestScheduler } from "rxjs/testing";
 import { describe, expect, it } from "vitest";
-import { createThrottler } from "../lib/throttler.ts";
-import { preciseScheduler } from "../lib/precise_scheduler.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
+import { preciseScheduler } from "../lib/util/precise_scheduler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 
 describe("preciseScheduler", () => {

@@ -4,9 +4,9 @@ import { TestScheduler } from "rxjs/testing";
 import { describe, expect, it } from "vitest";
 import type { ThrottleEvent } from "../lib/events.ts";
 import type { RequestObject } from "../lib/request.ts";
-import { ThrottlingScopeManager } from "../lib/scope_manager.ts";
-import { parseSettings, resolveScopeConfig } from "../lib/settings.ts";
-import { createThrottler, type ThrottlerOptions } from "../lib/throttler.ts";
+import { ThrottlingScopeManager } from "../lib/managers/scope_manager.ts";
+import { parseSettings, resolveScopeConfig } from "../lib/settings/settings.ts";
+import { createThrottler, type ThrottlerOptions } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 
 const Q = "cost";

@@ -1,15 +1,15 @@
 import { from, lastValueFrom, map, tap, timer, toArray } from "rxjs";
 import { describe, expect, it } from "vitest";
-import { ThrottlingScopeManager } from "../lib/scope_manager.ts";
-import type { ScopeStep } from "../lib/scope_manager_protocol.ts";
+import { ThrottlingScopeManager } from "../lib/managers/scope_manager.ts";
+import type { ScopeStep } from "../lib/managers/scope_manager_protocol.ts";
 import {
   parseSettings,
   resolveScopeConfig,
   type ThrottlerSettingsInput,
   type ThrottlingScopeConfig,
-} from "../lib/settings.ts";
+} from "../lib/settings/settings.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { rampup } from "../operators/rampup.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
@@ -94,7 +94,7 @@ describe("rampup (slow start: the reference's steps, per round)", () => {
   });
 });
 
-describe("adaptive limits (lib/_rampup.ts)", () => {
+describe("adaptive limits (lib/managers/_rampup.ts)", () => {
   // The two defects of issue 11: a trigger with nothing measured took the
   // delay to BACKOFF_MAX_DELAY (300 s). [what, delay after]
   it("ThrottlingScopeManager: a trigger with nothing to measure takes one ordinary step, never the max delay", () => {

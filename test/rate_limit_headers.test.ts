@@ -11,8 +11,8 @@ import {
   parseXRateLimitReset,
   quotaRemaining,
   serverDelayMs,
-} from "../lib/rate_limit_headers.ts";
-import { parseStructuredDictionary, parseStructuredList } from "../lib/_structured_fields.ts";
+} from "../lib/http/rate_limit_headers.ts";
+import { parseStructuredDictionary, parseStructuredList } from "../lib/http/_structured_fields.ts";
 
 const NOW = Date.UTC(2025, 0, 1, 12, 0, 0); // Wed, 01 Jan 2025 12:00:00 GMT
 const GARBAGE = [

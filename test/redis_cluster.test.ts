@@ -8,10 +8,10 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { createCluster } from "redis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RedisRequestQueue } from "../lib/redis_request_queue.ts";
-import { readRedisQueueStatus } from "../lib/redis_queue_status.ts";
-import { queueKeyBase } from "../lib/_redis_queue_scripts.ts";
-import { redisClusterSender } from "../lib/redis_cluster.ts";
+import { RedisRequestQueue } from "../lib/redis/redis_request_queue.ts";
+import { readRedisQueueStatus } from "../lib/redis/redis_queue_status.ts";
+import { queueKeyBase } from "../lib/redis/_redis_queue_scripts.ts";
+import { redisClusterSender } from "../lib/redis/redis_cluster.ts";
 import { freePort, startRedisServer, waitForRedis } from "./_helpers/own_redis.ts";
 import { waitFor } from "./_helpers/wait_for.ts";
 

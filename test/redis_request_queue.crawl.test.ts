@@ -1,13 +1,13 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { waitFor } from "./_helpers/wait_for.ts";
 import { crawl } from "../lib/crawl.ts";
-import { createRedisScopes } from "../lib/redis_scopes.ts";
-import { RedisRequestQueue } from "../lib/redis_request_queue.ts";
-import { sharedDownload } from "../lib/shared_download.ts";
-import { shareBackoff } from "../lib/shared_backoff.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { createRedisScopes } from "../lib/redis/redis_scopes.ts";
+import { RedisRequestQueue } from "../lib/redis/redis_request_queue.ts";
+import { sharedDownload } from "../lib/redis/shared_download.ts";
+import { shareBackoff } from "../lib/redis/shared_backoff.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { type RecordingServer, startRecordingServer } from "./_helpers/loopback_server.ts";
-import { readRedisQueueStatus } from "../lib/redis_queue_status.ts";
+import { readRedisQueueStatus } from "../lib/redis/redis_queue_status.ts";
 import { main as sharedQueueExample } from "../examples/redis_shared_queue.ts";
 import { connectRedis, onCleanup, runCleanups } from "./_helpers/redis.ts";
 

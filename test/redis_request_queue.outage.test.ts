@@ -4,8 +4,8 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { waitFor } from "./_helpers/wait_for.ts";
 import { createClient } from "redis";
-import { RedisRequestQueue } from "../lib/redis_request_queue.ts";
-import { readRedisQueueStatus } from "../lib/redis_queue_status.ts";
+import { RedisRequestQueue } from "../lib/redis/redis_request_queue.ts";
+import { readRedisQueueStatus } from "../lib/redis/redis_queue_status.ts";
 import { onCleanup, runCleanups } from "./_helpers/redis.ts";
 import { freePort, startRedisServer, waitForRedis } from "./_helpers/own_redis.ts";
 

@@ -2,9 +2,12 @@ import { afterEach, describe, expect, it } from "vitest";
 import { waitFor } from "./_helpers/wait_for.ts";
 import fc from "fast-check";
 import { Subject, VirtualTimeScheduler } from "rxjs";
-import { RedisRequestQueue, type RedisRequestQueueOptions } from "../lib/redis_request_queue.ts";
-import { readRedisQueueStatus } from "../lib/redis_queue_status.ts";
-import type { QueueThrottleView } from "../lib/request_queue.ts";
+import {
+  RedisRequestQueue,
+  type RedisRequestQueueOptions,
+} from "../lib/redis/redis_request_queue.ts";
+import { readRedisQueueStatus } from "../lib/redis/redis_queue_status.ts";
+import type { QueueThrottleView } from "../lib/queue/request_queue.ts";
 import { connectRedis, onCleanup, type RedisClient, runCleanups } from "./_helpers/redis.ts";
 
 /** Hang limit of each test (real I/O; no timing is asserted). */

@@ -13,7 +13,7 @@ import {
   RedisScopesError,
   type ScopeLease,
   type SharedMessage,
-} from "../lib/redis_scopes.ts";
+} from "../lib/redis/redis_scopes.ts";
 import {
   connectRedis,
   onCleanup,

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { runScript, scriptSha } from "../lib/_redis_script.ts";
+import { runScript, scriptSha } from "../lib/redis/_redis_script.ts";
 import { connectRedis, onCleanup, runCleanups } from "./_helpers/redis.ts";
 
 /** Hang limit of each test (real I/O; no timing is asserted). */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { canonicalUrl, requestFingerprint } from "../lib/request_fingerprint.ts";
-import { canonicalHostFast } from "../lib/_fingerprint.ts";
+import { canonicalUrl, requestFingerprint } from "../lib/queue/request_fingerprint.ts";
+import { canonicalHostFast } from "../lib/queue/_fingerprint.ts";
 
 describe("canonicalUrl", () => {
   it("canonicalUrl() lower-cases scheme and host, drops the default port and the fragment, sorts the query", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { RequestKeys } from "../lib/_request_keys.ts";
-import { InvalidRequestError } from "../lib/download_errors.ts";
-import { RequestQueue } from "../lib/request_queue.ts";
+import { RequestKeys } from "../lib/queue/_request_keys.ts";
+import { InvalidRequestError } from "../lib/http/download_errors.ts";
+import { RequestQueue } from "../lib/queue/request_queue.ts";
 import type { RequestObject } from "../lib/request.ts";
 
 describe("RequestKeys", () => {

@@ -7,10 +7,10 @@ import {
   RequestQueue,
   type RequestQueueOptions,
   type RequestQueueStats,
-} from "../lib/request_queue.ts";
-import { InvalidRequestError } from "../lib/download_errors.ts";
+} from "../lib/queue/request_queue.ts";
+import { InvalidRequestError } from "../lib/http/download_errors.ts";
 import type { RequestObject } from "../lib/request.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 
 /**
  * A stand-in for the throttler: per-scope "blocked until" times, per-scope

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { DownloadTimeoutError } from "../lib/download_errors.ts";
+import { DownloadTimeoutError } from "../lib/http/download_errors.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import {
   defaultResponseBackoff,
   responseHeaders,
   updateScopeBackoff,
-} from "../lib/response_backoff.ts";
-import { createThrottler } from "../lib/throttler.ts";
+} from "../lib/http/response_backoff.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 
 const NOW = Date.UTC(2025, 0, 1, 12, 0, 0);
 

@@ -7,10 +7,10 @@ import {
   obeyRobotsTxt,
   type ObeyRobotsTxtOptions,
   RobotsTxtDisallowedError,
-} from "../lib/robots_download.ts";
-import { isLocalFailure } from "../lib/download_errors.ts";
-import type { ThrottlerSettingsInput } from "../lib/settings.ts";
-import { createThrottler } from "../lib/throttler.ts";
+} from "../lib/robots/robots_download.ts";
+import { isLocalFailure } from "../lib/http/download_errors.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings/settings.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
 import { recordingDownload, testScheduler } from "./_helpers/test_scheduler.ts";

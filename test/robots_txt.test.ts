@@ -9,7 +9,7 @@ import {
   createRobotsTxtCache,
   type RobotsFetch,
   type RobotsTxtCacheOptions,
-} from "../lib/robots_txt.ts";
+} from "../lib/robots/robots_txt.ts";
 
 const UA = "politely/0.1 (+https://www.npmjs.com/package/politely)";
 

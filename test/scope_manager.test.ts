@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { ThrottlingScopeManager } from "../lib/scope_manager.ts";
+import { ThrottlingScopeManager } from "../lib/managers/scope_manager.ts";
 import {
   parseSettings,
   resolveScopeConfig,
   type ThrottlerSettingsInput,
   type ThrottlingScopeConfig,
-} from "../lib/settings.ts";
+} from "../lib/settings/settings.ts";
 
 const S = "example.com";
 

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { hashScope, ScopeTable, type Slotted } from "../lib/_scope_table.ts";
+import { hashScope, ScopeTable, type Slotted } from "../lib/throttler/_scope_table.ts";
 
 interface Entry extends Slotted {
   readonly scope: string;

@@ -5,10 +5,10 @@ import { TestScheduler } from "rxjs/testing";
 import { crawl } from "../lib/crawl.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import type { RequestObject } from "../lib/request.ts";
-import { RequestQueue } from "../lib/request_queue.ts";
-import { defaultResponseBackoff, updateScopeBackoff } from "../lib/response_backoff.ts";
-import { addScope, normalizeScopes } from "../lib/scopes.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { RequestQueue } from "../lib/queue/request_queue.ts";
+import { defaultResponseBackoff, updateScopeBackoff } from "../lib/http/response_backoff.ts";
+import { addScope, normalizeScopes } from "../lib/scopes/scopes.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { oddKey } from "./_helpers/odd_keys.ts";
 
 /** Scope names are data: any non-empty string. */

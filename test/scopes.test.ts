@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { addScope, InvalidScopesError, normalizeScopes, scopeCache } from "../lib/scopes.ts";
+import { addScope, InvalidScopesError, normalizeScopes, scopeCache } from "../lib/scopes/scopes.ts";
 import type { ScopesInput } from "../lib/request.ts";
 
 describe("normalizeScopes()", () => {

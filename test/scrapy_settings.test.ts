@@ -5,8 +5,8 @@ import {
   IGNORED_SCRAPY_SETTINGS,
   loadSettings,
   parseSettingValue,
-} from "../lib/scrapy_settings.ts";
-import { parseSettings } from "../lib/settings.ts";
+} from "../lib/settings/scrapy_settings.ts";
+import { parseSettings } from "../lib/settings/settings.ts";
 
 /** The error `fn` throws, or a failure when it throws none. */
 function errorOf(fn: () => unknown): Error {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { resolveCliSettings } from "../lib/cli/cli_settings.ts";
-import { fromScrapySettings, loadSettings } from "../lib/scrapy_settings.ts";
-import { parseSettings, resolveScopeConfig, settingsSchema } from "../lib/settings.ts";
+import { fromScrapySettings, loadSettings } from "../lib/settings/scrapy_settings.ts";
+import { parseSettings, resolveScopeConfig, settingsSchema } from "../lib/settings/settings.ts";
 import { oddKey } from "./_helpers/odd_keys.ts";
 
 /** Runs `f`; its error, or `undefined` when it returned. */

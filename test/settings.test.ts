@@ -1,9 +1,14 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { z } from "zod";
-import { DEFAULTS, parseSettings, resolveScopeConfig, settingsSchema } from "../lib/settings.ts";
-import { formatSettingsError } from "../lib/_format_settings_error.ts";
-import { closestName, editDistance } from "../lib/_closest_name.ts";
+import {
+  DEFAULTS,
+  parseSettings,
+  resolveScopeConfig,
+  settingsSchema,
+} from "../lib/settings/settings.ts";
+import { formatSettingsError } from "../lib/settings/_format_settings_error.ts";
+import { closestName, editDistance } from "../lib/settings/_closest_name.ts";
 
 /** The error parseSettings throws for `input`, or a failure when it throws none. */
 function errorOf(input: unknown): Error {

@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { DEFAULTS, normalizeJitter } from "../lib/settings.ts";
+import { DEFAULTS, normalizeJitter } from "../lib/settings/settings.ts";
 
 const read = (path: string) => readFileSync(fileURLToPath(new URL(path, import.meta.url)), "utf8");
 
@@ -23,9 +23,9 @@ function docDefaults(): Map<string, string> {
   return out;
 }
 
-/** `key.path` → `@default` text, from the zod schemas of lib/settings.ts. */
+/** `key.path` → `@default` text, from the zod schemas of lib/settings/settings.ts. */
 function schemaDefaults(): Map<string, string> {
-  const source = read("../lib/settings.ts");
+  const source = read("../lib/settings/settings.ts");
   const blocks: [string, string][] = [
     ["const backoffSchema = z.object({", "backoff."],
     ["const rampupSchema = z.object({", "rampup."],

@@ -11,11 +11,11 @@ import {
   type RedisScopes,
   type RedisScopesClient,
   type SharedMessage,
-} from "../lib/redis_scopes.ts";
-import { shareBackoff } from "../lib/shared_backoff.ts";
-import { sharedDownload } from "../lib/shared_download.ts";
-import { createThrottler, type Throttler } from "../lib/throttler.ts";
-import type { ThrottlerSettingsInput } from "../lib/settings.ts";
+} from "../lib/redis/redis_scopes.ts";
+import { shareBackoff } from "../lib/redis/shared_backoff.ts";
+import { sharedDownload } from "../lib/redis/shared_download.ts";
+import { createThrottler, type Throttler } from "../lib/throttler/throttler.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings/settings.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";

@@ -15,9 +15,9 @@ import {
   RedisScopesError,
   type ScopeLease,
   type ScopeLimits,
-} from "../lib/redis_scopes.ts";
-import { sharedDownload, type SharedDownloadOptions } from "../lib/shared_download.ts";
-import { createThrottler, type Throttler } from "../lib/throttler.ts";
+} from "../lib/redis/redis_scopes.ts";
+import { sharedDownload, type SharedDownloadOptions } from "../lib/redis/shared_download.ts";
+import { createThrottler, type Throttler } from "../lib/throttler/throttler.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";

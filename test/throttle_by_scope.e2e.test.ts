@@ -1,6 +1,6 @@
 import { asyncScheduler, from, lastValueFrom, toArray } from "rxjs";
 import { describe, expect, it } from "vitest";
-import { createThrottler } from "../lib/throttler.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
 

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { from, map, mergeMap, timer } from "rxjs";
 import { describe, expect, it } from "vitest";
 import type { RequestObject } from "../lib/request.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { recordingDownload, seededRandom, testScheduler } from "./_helpers/test_scheduler.ts";
 

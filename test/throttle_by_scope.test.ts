@@ -16,9 +16,13 @@ import { describe, expect, it } from "vitest";
 import type { ThrottleEvent } from "../lib/events.ts";
 import type { RequestObject } from "../lib/request.ts";
 import { resubmitOf } from "../lib/_resubmit.ts";
-import { InvalidScopesError } from "../lib/scopes.ts";
-import type { ThrottlerSettingsInput } from "../lib/settings.ts";
-import { createThrottler, type Throttler, type ThrottlerOptions } from "../lib/throttler.ts";
+import { InvalidScopesError } from "../lib/scopes/scopes.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings/settings.ts";
+import {
+  createThrottler,
+  type Throttler,
+  type ThrottlerOptions,
+} from "../lib/throttler/throttler.ts";
 import {
   type DownloadContext,
   EmptyDownloadError,

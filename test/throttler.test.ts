@@ -1,11 +1,11 @@
 import { from, map, mergeMap, of, timer } from "rxjs";
 import { describe, expect, it } from "vitest";
 import type { ThrottleEvent } from "../lib/events.ts";
-import { fixedWindowManager } from "../lib/fixed_window_manager.ts";
-import { InvalidScopesError } from "../lib/scopes.ts";
-import { fromScrapySettings } from "../lib/scrapy_settings.ts";
-import type { ThrottlerSettingsInput } from "../lib/settings.ts";
-import { createThrottler, type ThrottlerOptions } from "../lib/throttler.ts";
+import { fixedWindowManager } from "../lib/managers/fixed_window_manager.ts";
+import { InvalidScopesError } from "../lib/scopes/scopes.ts";
+import { fromScrapySettings } from "../lib/settings/scrapy_settings.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings/settings.ts";
+import { createThrottler, type ThrottlerOptions } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { testScheduler } from "./_helpers/test_scheduler.ts";
 

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { RequestScopes } from "../lib/scopes.ts";
+import type { RequestScopes } from "../lib/scopes/scopes.ts";
 import { type GateOwner, TicketQueue } from "../lib/throttler/_ticket_queue.ts";
 
 const owners: GateOwner[] = [0, 1, 2].map(() => ({ start: () => {} }));

@@ -4,7 +4,7 @@ import { from, lastValueFrom, of, throwError, toArray } from "rxjs";
 import { describe, expect, it } from "vitest";
 import { DashboardAggregator } from "../lib/dashboard/dashboard_aggregator.ts";
 import type { ThrottleEvent } from "../lib/events.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { testScheduler } from "./_helpers/test_scheduler.ts";

@@ -1,7 +1,7 @@
 import { type SchedulerLike, VirtualTimeScheduler } from "rxjs";
 import { describe, expect, it } from "vitest";
-import { MAX_TIMER_MS, scheduleAfter, timerDelay } from "../lib/_timer.ts";
-import { createThrottler } from "../lib/throttler.ts";
+import { MAX_TIMER_MS, scheduleAfter, timerDelay } from "../lib/util/_timer.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { from, of } from "rxjs";
 

@@ -1,6 +1,6 @@
 import type { SchedulerLike } from "rxjs";
 import { describe, expect, it } from "vitest";
-import { type Loaded, TtlCache } from "../lib/_ttl_cache.ts";
+import { type Loaded, TtlCache } from "../lib/util/_ttl_cache.ts";
 
 /** A clock the test moves by hand; the cache only reads `now()`. */
 function manualClock(): { scheduler: SchedulerLike; set(ms: number): void } {

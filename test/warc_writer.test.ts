@@ -11,7 +11,7 @@ import {
   type WarcExchange,
   WarcWriteError,
   type WarcWriter,
-} from "../lib/warc_writer.ts";
+} from "../lib/http/warc_writer.ts";
 
 const dirs: string[] = [];
 async function tempDir(): Promise<string> {

@@ -9,7 +9,7 @@
  * @module
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { closestName } from "../_closest_name.ts";
+import { closestName } from "../settings/_closest_name.ts";
 import { parseSimulateArgs, type SimulateArgs } from "./simulate_command.ts";
 
 /** A mistake on the command line; the message is the one line the user sees. */

@@ -7,10 +7,14 @@
  */
 import { firstLine } from "./_first_line.ts";
 import { readFileSync } from "node:fs";
-import { loadSettings, parseSettingValue, type ScrapySettingsWarning } from "../scrapy_settings.ts";
-import type { ThrottlerSettingsInput } from "../settings.ts";
+import {
+  loadSettings,
+  parseSettingValue,
+  type ScrapySettingsWarning,
+} from "../settings/scrapy_settings.ts";
+import type { ThrottlerSettingsInput } from "../settings/settings.ts";
 import { describeFsError } from "./input.ts";
-import { own, setOwn } from "../_own.ts";
+import { own, setOwn } from "../settings/_own.ts";
 
 /** A settings problem, as the one line the command line prints. */
 export class SettingsError extends Error {

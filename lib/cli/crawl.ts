@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { errorLine } from "../_error_text.ts";
+import { errorLine } from "../http/_error_text.ts";
 import { firstLine } from "./_first_line.ts";
 import { createHash } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
@@ -29,28 +29,28 @@ import {
 } from "rxjs";
 import { crawl } from "../crawl.ts";
 import type { ThrottleEvent } from "../events.ts";
-import { isLocalFailure } from "../download_errors.ts";
-import { createFetchDownload, type FetchedResponse } from "../fetch_download.ts";
+import { isLocalFailure } from "../http/download_errors.ts";
+import { createFetchDownload, type FetchedResponse } from "../http/fetch_download.ts";
 import { type Outcome, outcomeStatus } from "../outcome.ts";
 import { type RequestObject, requestUrl } from "../request.ts";
-import { type QueueWarning, RequestQueue } from "../request_queue.ts";
-import { type RedisQueueClient, RedisRequestQueue } from "../redis_request_queue.ts";
-import type { CrawlQueue } from "../crawl_queue.ts";
-import type { RedisScopes } from "../redis_scopes.ts";
-import { obeyRobotsTxt } from "../robots_download.ts";
-import { shareBackoff } from "../shared_backoff.ts";
-import { sharedDownload } from "../shared_download.ts";
-import type { ThrottlerSettingsInput } from "../settings.ts";
-import { createThrottler, type Throttler } from "../throttler.ts";
+import { type QueueWarning, RequestQueue } from "../queue/request_queue.ts";
+import { type RedisQueueClient, RedisRequestQueue } from "../redis/redis_request_queue.ts";
+import type { CrawlQueue } from "../queue/crawl_queue.ts";
+import type { RedisScopes } from "../redis/redis_scopes.ts";
+import { obeyRobotsTxt } from "../robots/robots_download.ts";
+import { shareBackoff } from "../redis/shared_backoff.ts";
+import { sharedDownload } from "../redis/shared_download.ts";
+import type { ThrottlerSettingsInput } from "../settings/settings.ts";
+import { createThrottler, type Throttler } from "../throttler/throttler.ts";
 import type { DownloadFn } from "../../operators/throttle_by_scope.ts";
 import { rampup, type RampupOptions } from "../../operators/rampup.ts";
 import { DEFAULT_REDIS_WAIT_MS } from "./args.ts";
 import { CrawlStats } from "./crawl_stats.ts";
 import type { InputLine, InputLineError } from "./input.ts";
 import { type JsonLinesFile, JsonLinesWriteError } from "./json_lines_file.ts";
-import { JobDirWriteError } from "../job_dir.ts";
-import { WarcWriteError, type WarcWriter } from "../warc_writer.ts";
-import { JobDirLock, JobDirLockedError } from "../job_dir_lock.ts";
+import { JobDirWriteError } from "../queue/job_dir.ts";
+import { WarcWriteError, type WarcWriter } from "../http/warc_writer.ts";
+import { JobDirLock, JobDirLockedError } from "../queue/job_dir_lock.ts";
 import {
   type LiveScopeRow,
   type LiveViewState,

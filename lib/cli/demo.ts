@@ -6,14 +6,14 @@
  *
  * @module
  */
-import { hostScope } from "../domain_scopes.ts";
-import type { FetchedResponse } from "../fetch_download.ts";
-import { extractLinks } from "../html_links.ts";
+import { hostScope } from "../scopes/domain_scopes.ts";
+import type { FetchedResponse } from "../http/fetch_download.ts";
+import { extractLinks } from "../http/html_links.ts";
 import type { Outcome } from "../outcome.ts";
 import type { RequestObject } from "../request.ts";
-import type { ThrottlerSettingsInput } from "../settings.ts";
+import type { ThrottlerSettingsInput } from "../settings/settings.ts";
 import type { DemoSite } from "../demo/sites.ts";
-import type { Throttler } from "../throttler.ts";
+import type { Throttler } from "../throttler/throttler.ts";
 import type { RampupOptions } from "../../operators/rampup.ts";
 import type { InputLine } from "./input.ts";
 import { fit, formatDelay } from "./live_view.ts";

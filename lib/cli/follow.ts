@@ -9,9 +9,9 @@
  *
  * @module
  */
-import { registrableDomainScope, urlHostname } from "../domain_scopes.ts";
-import type { FetchedResponse } from "../fetch_download.ts";
-import { extractLinks } from "../html_links.ts";
+import { registrableDomainScope, urlHostname } from "../scopes/domain_scopes.ts";
+import type { FetchedResponse } from "../http/fetch_download.ts";
+import { extractLinks } from "../http/html_links.ts";
 import type { Outcome } from "../outcome.ts";
 import { requestMeta, type RequestObject } from "../request.ts";
 

@@ -12,8 +12,8 @@ import { open } from "node:fs/promises";
 import process from "node:process";
 import { createInterface } from "node:readline";
 import type { RequestMeta, RequestObject } from "../request.ts";
-import { own, setOwn } from "../_own.ts";
-import { hasCredentials, maskCredentials, withoutCredentials } from "../_url_credentials.ts";
+import { own, setOwn } from "../settings/_own.ts";
+import { hasCredentials, maskCredentials, withoutCredentials } from "../http/_url_credentials.ts";
 
 /** A line of the input that is not a usable request. */
 export class InputLineError extends Error {

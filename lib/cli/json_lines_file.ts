@@ -7,7 +7,7 @@
  * @module
  */
 import { readSync } from "node:fs";
-import { fsCalls, fsErrorText, writeAll } from "../_fs.ts";
+import { fsCalls, fsErrorText, writeAll } from "../util/_fs.ts";
 import { describeFsError } from "./input.ts";
 
 const FLUSH_AT = 64 * 1024;

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { RedisQueueStatus } from "../redis_queue_status.ts";
+import type { RedisQueueStatus } from "../redis/redis_queue_status.ts";
 
 /** Most scope rows shown (the busiest first); the rest are summed in one line. */
 const MAX_ROWS = 30;

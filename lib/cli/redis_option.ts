@@ -8,7 +8,11 @@
  */
 import { asyncScheduler, firstValueFrom, from, of, race, type SchedulerLike, timer } from "rxjs";
 import { catchError, map } from "rxjs/operators";
-import { createRedisScopes, type RedisScopes, type RedisScopesClient } from "../redis_scopes.ts";
+import {
+  createRedisScopes,
+  type RedisScopes,
+  type RedisScopesClient,
+} from "../redis/redis_scopes.ts";
 import { maskRedisUrl, type RedisArgs } from "./args.ts";
 import { firstLine } from "./_first_line.ts";
 

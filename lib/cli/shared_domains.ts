@@ -7,11 +7,11 @@
  * @module
  */
 import { asyncScheduler, type SchedulerLike } from "rxjs";
-import { outagePauseMs, sleepOn } from "../_timer.ts";
-import { queueKeyBase } from "../_redis_queue_scripts.ts";
-import type { FetchedResponse } from "../fetch_download.ts";
+import { outagePauseMs, sleepOn } from "../util/_timer.ts";
+import { queueKeyBase } from "../redis/_redis_queue_scripts.ts";
+import type { FetchedResponse } from "../http/fetch_download.ts";
 import type { Outcome } from "../outcome.ts";
-import type { RedisQueueClient } from "../redis_request_queue.ts";
+import type { RedisQueueClient } from "../redis/redis_request_queue.ts";
 import type { RequestObject } from "../request.ts";
 import type { LinkFollower } from "./follow.ts";
 
@@ -24,9 +24,9 @@ const STALE_MS = 1000;
  *
  * @example
  * ```ts
- * import type { FetchedResponse } from "../fetch_download.ts";
+ * import type { FetchedResponse } from "../http/fetch_download.ts";
  * import type { Outcome } from "../outcome.ts";
- * import type { RedisQueueClient } from "../redis_request_queue.ts";
+ * import type { RedisQueueClient } from "../redis/redis_request_queue.ts";
  * import type { RequestObject } from "../request.ts";
  * import { LinkFollower } from "./follow.ts";
  * import { SharedStartDomains } from "./shared_domains.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 import type { RequestObject } from "../request.ts";
-import type { Throttler } from "../throttler.ts";
+import type { Throttler } from "../throttler/throttler.ts";
 import { type Dashboard, serveDashboard } from "../dashboard/serve_dashboard.ts";
 import type { WebArgs } from "./args.ts";
 import { firstLine } from "./_first_line.ts";

@@ -11,8 +11,8 @@
 import { interval, type Observable, type SchedulerLike, Subject, type Subscription } from "rxjs";
 import { match } from "ts-pattern";
 import type { ThrottleEvent, ThrottleEventType } from "../events.ts";
-import type { ScopeState } from "../scope_manager_protocol.ts";
-import type { TrafficMeter } from "../throttler.ts";
+import type { ScopeState } from "../managers/scope_manager_protocol.ts";
+import type { TrafficMeter } from "../throttler/throttler.ts";
 import { type SeriesColumn, SeriesRing } from "./_series_ring.ts";
 
 /** What the aggregator reads of a throttler (a `Throttler` is one). */

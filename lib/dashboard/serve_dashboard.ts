@@ -8,7 +8,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Subscription } from "rxjs";
-import { maskCredentials } from "../_url_credentials.ts";
+import { maskCredentials } from "../http/_url_credentials.ts";
 import { type Asset, loadAssets } from "./_assets.ts";
 import {
   DashboardAggregator,
@@ -84,7 +84,7 @@ const SECURITY_HEADERS = {
  * @throws {Error} When the address cannot be listened on (in use, not local).
  * @example Serve on a free loopback port
  * ```ts
- * import { createThrottler } from "../throttler.ts";
+ * import { createThrottler } from "../throttler/throttler.ts";
  * import { serveDashboard } from "./serve_dashboard.ts";
  * const throttler = createThrottler();
  * const dashboard = await serveDashboard(throttler, { port: 0 });

@@ -10,9 +10,9 @@
 import { crawl } from "../crawl.ts";
 import type { ThrottleEvent } from "../events.ts";
 import type { RequestObject } from "../request.ts";
-import { RequestQueue } from "../request_queue.ts";
-import type { ThrottlerSettingsInput } from "../settings.ts";
-import { createThrottler } from "../throttler.ts";
+import { RequestQueue } from "../queue/request_queue.ts";
+import type { ThrottlerSettingsInput } from "../settings/settings.ts";
+import { createThrottler } from "../throttler/throttler.ts";
 import { rampup } from "../../operators/rampup.ts";
 import { checkSite, type SimulatedSiteSpec } from "./site_spec.ts";
 import { createZooLimiter, describeLimiter, idealMs, limitPerSec, ZOO_EPOCH_MS } from "./zoo.ts";

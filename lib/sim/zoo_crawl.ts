@@ -9,8 +9,8 @@
 import { from, VirtualTimeScheduler } from "rxjs";
 import type { SiteStats } from "../demo/_limiters.ts";
 import type { ThrottleEvent } from "../events.ts";
-import type { ThrottlerSettingsInput } from "../settings.ts";
-import { createThrottler } from "../throttler.ts";
+import type { ThrottlerSettingsInput } from "../settings/settings.ts";
+import { createThrottler } from "../throttler/throttler.ts";
 import { backoffOn } from "../../operators/backoff_on.ts";
 import { rampup } from "../../operators/rampup.ts";
 import { throttleByScope } from "../../operators/throttle_by_scope.ts";

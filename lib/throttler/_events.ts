@@ -2,15 +2,15 @@
  * The bottom layer of the throttler: its settings and clock, and the events
  * it emits (`events$`, the per-request-free `notices$`, the `debug` log,
  * warnings said once). The scope store (`_scope_store.ts`), the gate
- * (`_gate.ts`) and the façade (`../throttler.ts`) build on it.
+ * (`_gate.ts`) and the façade (`./throttler.ts`) build on it.
  *
  * @module
  */
 import { type Observable, type SchedulerLike, Subject } from "rxjs";
 import { match } from "ts-pattern";
 import type { ThrottleEvent } from "../events.ts";
-import type { ScopeStep } from "../scope_manager_protocol.ts";
-import type { ThrottlerSettings } from "../settings.ts";
+import type { ScopeStep } from "../managers/scope_manager_protocol.ts";
+import type { ThrottlerSettings } from "../settings/settings.ts";
 import { formatEvent } from "./format_event.ts";
 
 /** Events made once or more per request: not on `notices$`. */

@@ -5,7 +5,7 @@
  * they settle (`release`). Owns the dispatch loop
  * (`#drain`), the per-scope timers that look at waiting requests again and
  * the wakes that let managers change by themselves, and the batching of
- * `changes$`. The façade (`../throttler.ts`) builds on it.
+ * `changes$`. The façade (`./throttler.ts`) builds on it.
  *
  * The hot path of every request is here: `submit` -> `#tryStart` ->
  * `#start`, then `release` -> `#drain` -> `#pumpScope`. It takes the entry
@@ -19,10 +19,13 @@
  */
 import { type Observable, Subject } from "rxjs";
 import type { WaitReason } from "../events.ts";
-import { ThrottlingScopeManager } from "../scope_manager.ts";
-import type { DoneInfo, ThrottlingScopeManagerProtocol } from "../scope_manager_protocol.ts";
-import type { RequestScopes } from "../scopes.ts";
-import { scheduleAfter } from "../_timer.ts";
+import { ThrottlingScopeManager } from "../managers/scope_manager.ts";
+import type {
+  DoneInfo,
+  ThrottlingScopeManagerProtocol,
+} from "../managers/scope_manager_protocol.ts";
+import type { RequestScopes } from "../scopes/scopes.ts";
+import { scheduleAfter } from "../util/_timer.ts";
 import { clearTimer, clearWake, newTimers, type ScopeEntry } from "./_scope_entry.ts";
 import { ScopeStore } from "./_scope_store.ts";
 import { type GateOwner, TicketQueue } from "./_ticket_queue.ts";

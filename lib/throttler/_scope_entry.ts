@@ -8,9 +8,9 @@
  * @module
  */
 import type { Subscription } from "rxjs";
-import type { Slotted } from "../_scope_table.ts";
-import { ThrottlingScopeManager } from "../scope_manager.ts";
-import type { ThrottlingScopeManagerProtocol } from "../scope_manager_protocol.ts";
+import type { Slotted } from "./_scope_table.ts";
+import { ThrottlingScopeManager } from "../managers/scope_manager.ts";
+import type { ThrottlingScopeManagerProtocol } from "../managers/scope_manager_protocol.ts";
 import type { TicketQueue } from "./_ticket_queue.ts";
 import type { TrafficCount } from "./_traffic.ts";
 

@@ -8,12 +8,12 @@
  * @module
  */
 import type { SchedulerLike } from "rxjs";
-import { describeValue } from "../_describe_value.ts";
-import { createDnsCache, type DnsCache } from "../dns_cache.ts";
-import { hostScope, urlHostname } from "../domain_scopes.ts";
+import { describeValue } from "../settings/_describe_value.ts";
+import { createDnsCache, type DnsCache } from "../scopes/dns_cache.ts";
+import { hostScope, urlHostname } from "../scopes/domain_scopes.ts";
 import { requestMeta, requestUrl, type ScopesInput } from "../request.ts";
-import { InvalidScopesError, normalizeScopes, type RequestScopes } from "../scopes.ts";
-import type { ThrottlerSettings } from "../settings.ts";
+import { InvalidScopesError, normalizeScopes, type RequestScopes } from "../scopes/scopes.ts";
+import type { ThrottlerSettings } from "../settings/settings.ts";
 
 /** Size of the cache of single-scope `RequestScopes` (see `#single`). */
 const SINGLES_MAX = 4096;

@@ -1,13 +1,13 @@
 /**
  * The throttler's scopes in memory: the table of entries by name
- * (`../_scope_table.ts`), their least-recently-used list, the configuration a
+ * (`./_scope_table.ts`), their least-recently-used list, the configuration a
  * new scope gets, the pool of evicted entries reused for new scopes, and the
  * sweep that evicts idle scopes. The gate (`_gate.ts`) builds on it.
  *
  * @module
  */
-import { ScopeTable } from "../_scope_table.ts";
-import type { ScopeState } from "../scope_manager_protocol.ts";
+import { ScopeTable } from "./_scope_table.ts";
+import type { ScopeState } from "../managers/scope_manager_protocol.ts";
 import {
   type ResolvedRampup,
   type ResolvedScopeConfig,
@@ -16,7 +16,7 @@ import {
   scopeKind,
   type ScopeManagerFactory,
   type ThrottlerSettings,
-} from "../settings.ts";
+} from "../settings/settings.ts";
 import type { SchedulerLike } from "rxjs";
 import { ThrottlerEvents } from "./_events.ts";
 import { clearTimer, clearWake, DefaultScopeEntry, type ScopeEntry } from "./_scope_entry.ts";

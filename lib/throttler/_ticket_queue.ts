@@ -8,7 +8,7 @@
  *
  * @module
  */
-import type { RequestScopes } from "../scopes.ts";
+import type { RequestScopes } from "../scopes/scopes.ts";
 
 /** Whoever submits requests to the gate (a `throttleByScope` subscription). */
 export interface GateOwner {

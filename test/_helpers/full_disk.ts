@@ -1,11 +1,11 @@
 /**
- * A full disk without mounting one: swaps the write call of `lib/_fs.ts` so
+ * A full disk without mounting one: swaps the write call of `lib/util/_fs.ts` so
  * that writes succeed for a budget of bytes, then one is cut short and every
  * later one fails with ENOSPC, as write(2) behaves when a file system fills.
  *
  * @module
  */
-import { fsCalls } from "../../lib/_fs.ts";
+import { fsCalls } from "../../lib/util/_fs.ts";
 
 /** An error like Node's for a full disk. */
 export function enospc(): NodeJS.ErrnoException {

@@ -12,7 +12,7 @@ import {
   createRedisScopes,
   type RedisScopes,
   type RedisScopesOptions,
-} from "../../lib/redis_scopes.ts";
+} from "../../lib/redis/redis_scopes.ts";
 
 /** The port of the Redis the tests use. */
 export const REDIS_PORT: number = Number(process.env.REDIS_PORT ?? 6390);

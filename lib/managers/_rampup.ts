@@ -1,0 +1,1246 @@
+/**
+ * The arithmetic of adaptive limits for one scope, pure and clock-free (`now`
+ * is passed in). `ThrottlingScopeManager` owns the delay and the concurrency;
+ * this controller tells it how to move them. It serves two modes:
+ *
+ * - **rampup** (the reference's Rampup, opted into): the scope starts at
+ *   `minConcurrency` and probes upwards, past its configuration, up to
+ *   `rampup.minDelayMs` and `CONCURRENT_REQUESTS`.
+ * - **adaptive** (the default for domain and IP scopes): the scope starts at
+ *   its configuration and only ever slows below it; the controller is made at
+ *   the scope's first trigger and finds the site's limit instead of taking
+ *   exponential steps with a minute per recovery step.
+ *
+ * What it learns, from each refusal and each admitted answer (docs/RAMPUP.md):
+ * - a **concurrency cap**: refusals only of requests sent with more than `k`
+ *   in flight, and admits below, mean "k at once": concurrency `k`, no delay;
+ *   a refusal with `k` or fewer in flight refutes it;
+ * - a **rate**: bounds `lo` (a rate held for a round without a refusal) and
+ *   `hi` (a rate that was refused), bisected until they meet, with a direct
+ *   estimate of the rate the site admitted while the scope pressed against it;
+ * - a **window** (refusals in a block, whatever the pace): probes spaced
+ *   further and further apart until one is admitted, then the pace of one
+ *   window's admits over the window's length;
+ * - a **quota told by holds**: a server that holds the scope (Retry-After
+ *   longer than a second) for most of the time between one hold's end and
+ *   the next has a window; what it admitted in between is its quota per that
+ *   time (`quota`, which the manager keeps as the scope's learned quota),
+ *   and the pace is not cut.
+ * Rounds are short (a few round trips or a few sends) while learning; once
+ * `lo` and `hi` meet the scope probes above its rate once per
+ * `BACKOFF_WINDOW`, so about the target number of refusals per window.
+ *
+ * Size: one controller whose rules (slow start, caps, rates, blocks, windows,
+ * quotas told by holds, probing) read and write the same state; split, that
+ * state would be spread over files. docs/RAMPUP.md walks through it.
+ *
+ * @module
+ */
+import { parseSettings, type RampupConfig, type ResolvedRampup } from "../settings/settings.ts";
+import type { DoneInfo, ScopeStep } from "./scope_manager_protocol.ts";
+import { admitted } from "./_admitted.ts";
+import { SendLog } from "./_send_log.ts";
+
+/** What a step moves: the manager's delay and concurrency. */
+export interface RampKnobs {
+  delayMs: number;
+  concurrency: number;
+}
+
+/** Limits the controller stays within (from the scope's configuration). */
+export interface RampLimits {
+  /** `"rampup"` probes past the configuration; `"adaptive"` never goes faster than it. */
+  readonly mode: "rampup" | "adaptive";
+  readonly minConcurrency: number;
+  readonly maxConcurrency: number;
+  /** The shortest delay (the configured delay, or rampup's `minDelayMs`). */
+  readonly minDelayMs: number;
+  /** The slowest pace a cut may reach (the backoff max delay). */
+  readonly maxDelayMs: number;
+  /** BACKOFF_WINDOW: the period of probing once the limit is found. */
+  readonly windowMs: number;
+  /** Statuses that are triggers (not admitted responses). */
+  readonly triggerCodes: readonly number[];
+  /** An ordinary step for a trigger with nothing to measure (`delayScope`): the backoff's. */
+  readonly stepMinDelayMs: number;
+  readonly stepFactor: number;
+}
+
+/** What an adaptive scope saw before its first trigger. */
+export interface ScopeHistory {
+  readonly admittedUpTo: number;
+  readonly admits: number;
+  readonly firstSentAt: number;
+  /** The last sends with their in-flight counts. */
+  readonly sends?: SendLog | undefined;
+}
+
+/** Cut below a refused rate when nothing better is known. */
+export const CUT_FACTOR = 0.5;
+/** Pace at this share of a measured admitted rate (a little under the limit). */
+export const ESTIMATE_SHARE = 0.95;
+/** `lo` and `hi` this close (relative) are the limit found. */
+export const CONVERGED = 0.03;
+/** `lo` and `hi` this close are the limit found when a refusal costs a long hold. */
+const CONVERGED_COSTLY = 0.1;
+/**
+ * A `Retry-After` of one whole second: a hold this long makes a refusal
+ * costly, and one no longer is what a spacer or a bucket says as often as a
+ * window (so it tells no quota).
+ */
+const SECOND_HOLD_MS = 1_000;
+/** Holds this close to SECOND_HOLD_MS are one second long (a real clock's reading of it). */
+const HOLD_FUZZ_MS = 50;
+/** Once converged, a probe above the rate is this much higher. */
+export const PROBE_STEP = 0.03;
+/**
+ * A quiet round at a rate that only a first refusal said was too fast (its
+ * pace, read from a few sends, said little) climbs by this factor; by
+ * CLIMB_COSTLY when a refusal costs a long hold. (Climbing so after a quota
+ * told by holds was left: README pipeline against a constant `Retry-After`
+ * 0.78 → 0.74, zoo misses 547 → 555.)
+ */
+const CLIMB = 1.5;
+const CLIMB_COSTLY = 1.25;
+/** Probing above a limit that holds backs off to once per this many windows at most. */
+const MAX_PROBE_WINDOWS = 32;
+/** The shortest round while learning. */
+export const MIN_ROUND_MS = 200;
+/** Sends per round at the current pace. */
+const ROUND_SENDS = 4;
+/** Round trips per round. */
+const ROUND_TRIPS = 3;
+/** The first probe in a block of refusals waits this long (or two round trips). */
+const FIRST_PROBE_MS = 250;
+/** Each further probe in the block waits this much longer. */
+const PROBE_GROWTH = 1.5;
+/** Weight of the newest latency in the moving average. */
+const LATENCY_WEIGHT = 0.2;
+/**
+ * A refusal within this many sends of a new pace is a strict spacer's (a
+ * bucket's saved burst hides a pace above its rate for longer).
+ */
+const STRICT_SENDS = 4;
+/**
+ * A refusal at the first sends of a pace with no quiet pace known cuts to a
+ * quarter while the pace is this far above the rate admitted since the first
+ * send, held time left out (see `onTrigger`).
+ */
+const QUARTER_ABOVE = 2;
+/** Admits a period needs before its block is read as a window. */
+const WINDOW_MIN_ADMITS = 3;
+/** A window's estimated rate may be this much too low: bisection may climb that far above it. */
+const WINDOW_HEADROOM = 1.15;
+/** Admits a cycle between two server holds needs before it says a rate. */
+const CYCLE_MIN_ADMITS = 3;
+/** A cycle whose hold is at least this share of it is a window's (or a burst's) pattern. */
+const HELD_SHARE = 0.65;
+/** A first run of admits this far above the estimated rate's share was a saved burst. */
+const BURST_MIN = 4;
+/**
+ * Sends this close together went out at one instant (one dispatch: on a real
+ * clock a loaded event loop spreads them over a millisecond or two, read as
+ * hundreds a second).
+ */
+const BURST_INSTANT_MS = 3;
+/** A refused pace this far above a quiet one is near it (see `onTrigger`). */
+const NEAR_QUIET = 0.1;
+/** In-flight counts are tallied up to this. */
+const MAX_F = 64;
+/** Sends remembered for their in-flight count. */
+const RING = 128;
+
+function fmt(rate: number): string {
+  return rate === Infinity ? "unlimited" : String(Math.round(rate * 100) / 100);
+}
+
+/**
+ * One scope's adaptive state. Every method takes `now`; nothing reads a clock.
+ * @internal
+ */
+export class RampupController {
+  /** Rampup options; replaceable, applying from the next round. */
+  config: ResolvedRampup;
+  readonly limits: RampLimits;
+  /** `start`: no trigger yet (rampup's slow start); `learn`: from the first trigger on. */
+  #phase: "start" | "learn" = "start";
+  /** The paced rate (requests/s); Infinity while unpaced. */
+  rate = Infinity;
+  #hi = Infinity;
+  #capLimit = Infinity;
+  #capRefuted = false;
+  /**
+   * A cap read low at its refused send `#capSentAt` may be up to this (one
+   * less than was in flight): the first quiet round reads it again.
+   */
+  #capUpTo = 0;
+  #capSentAt = 0;
+  /** Admits and refusals by in-flight count at send (capped at MAX_F). */
+  readonly #admitAtF = new Uint32Array(MAX_F + 1);
+  #minRefusedF = Infinity;
+  // Sends: time and in-flight count, for the outcome's lookup.
+  readonly #sends = new SendLog(RING);
+  /** When the last admitted answers came. */
+  readonly #admitTimes = new Float64Array(RING);
+  readonly #admitStarts = new Float64Array(RING);
+  #admitCount = 0;
+  /** Rampup's slow start: the concurrency this round grows to, one more per admitted answer. */
+  #growTo = 0;
+  /** Admitted answers since the last growth step. */
+  #growBy = 0;
+  /** Admits before this controller was made (at the scope's first trigger). */
+  #admitsBefore = 0;
+  /** Time the server held the scope since its first send (its holds told, overlaps counted once). */
+  #allHeldMs = 0;
+  #firstSendAt = Number.NaN;
+  /** The first send this controller saw (it may be made at a scope's first trigger). */
+  #firstOwnSendAt = Infinity;
+  #latencyMs = Number.NaN;
+  /** Sends from before this time were answered for by the last cut. */
+  #lastCutAt = -Infinity;
+  #lastCutWasRate = false;
+  /** Refusals since the last cut with no admit of a later send: a block. */
+  #blockStart = Number.NaN;
+  #probeMs = 0;
+  /** Since when admits count toward the window estimate. */
+  #periodStart = Number.NaN;
+  #periodAdmits = 0;
+  /** The first refusal of the current run of rounds with refusals. */
+  #episodeStart = Number.NaN;
+  #episodeAdmits = 0;
+  #heldMs = 0;
+  // The current round.
+  #roundStart = Number.NaN;
+  #roundMs = MIN_ROUND_MS;
+  #roundSends = 0;
+  #roundTriggers = 0;
+  #roundMaxActive = 0;
+  /** Last time a converged scope probed above its rate. */
+  #lastProbeAt = Number.NaN;
+  /** Quiet time before the next probe above a found limit (see #probeDue). */
+  #probeEveryMs = 0;
+  #targetWindowStart = -Infinity;
+  #targetTriggers = 0;
+  /** Sends since the rate last changed. */
+  #sendsAtRate = 0;
+  /** The pace of the last quiet round. */
+  #lastQuiet = 0;
+  /** Climbing by CLIMB per quiet round: no refused rate above is known. */
+  #climb = false;
+  /**
+   * `#hi` came from the first refusal alone, unpaced with few admits before:
+   * the pace read from a few sends over a real network says little (two sends
+   * a few ms apart at the site though far apart when sent), so reaching it
+   * quiet means climbing on.
+   */
+  #hiSoft = false;
+  /**
+   * The most the site admitted before its first refusal: a bucket's saved
+   * burst hides a pace above its rate until it is spent, so a climb step
+   * waits for sends that would spend it.
+   */
+  #climbBurst = 0;
+  /**
+   * A window quota told by the server's holds (see `onTrigger`), read and
+   * cleared by the manager; a quota announced in headers or configured wins.
+   */
+  quota: { limit: number; windowMs: number; resetAt: number } | undefined;
+  /** A hold the controller asks for (a probe in a block), read by the manager. */
+  holdUntil = 0;
+  /** Steps taken on a trigger or an answer, reported by the next `advance`. */
+  #pending: Extract<ScopeStep, { kind: "rampup" }>[] = [];
+
+  /**
+   * @param config Rampup options.
+   * @param limits Bounds from the scope's configuration.
+   * @param before Made at a scope's first trigger: what the scope saw
+   *   before it (the most in flight it had answers admitted with, its admits,
+   *   its first send), so a concurrency cap and a window can be told.
+   */
+  constructor(config: ResolvedRampup, limits: RampLimits, before?: ScopeHistory) {
+    this.config = config;
+    this.limits = limits;
+    if (before !== undefined) {
+      if (before.admittedUpTo > 0) this.#admitAtF[Math.min(before.admittedUpTo, MAX_F)] = 1;
+      if (before.admits > 0 && Number.isFinite(before.firstSentAt)) {
+        this.#firstSendAt = before.firstSentAt;
+        this.#periodStart = before.firstSentAt;
+        this.#periodAdmits = before.admits;
+        this.#admitsBefore = before.admits;
+      }
+      if (before.sends !== undefined) this.#sends.copyFrom(before.sends);
+      if (before.admits > 0) this.#cycleAdmits = before.admits;
+      if (Number.isFinite(before.firstSentAt)) this.#cycleFirstSend = before.firstSentAt;
+    }
+  }
+
+  /**
+   * Whether the controller cut the scope's pace or concurrency less than a
+   * window ago: like a backoff level, what it learned must not be forgotten
+   * (evicted) yet.
+   */
+  cutRecently(now: number): boolean {
+    return now - this.#lastCutAt < this.limits.windowMs;
+  }
+
+  /** Whether the delay is a rate learned from the site (jitter may not shorten it). */
+  get paced(): boolean {
+    return this.rate !== Infinity;
+  }
+
+  /** A send at `now` with `active` requests in flight, itself included. */
+  onSent(now: number, active: number): void {
+    if (Number.isNaN(this.#firstSendAt)) {
+      this.#firstSendAt = now;
+      this.#periodStart = now;
+    }
+    if (Number.isNaN(this.#roundStart)) this.#openRound(now);
+    if (this.#firstOwnSendAt === Infinity) this.#firstOwnSendAt = now;
+    if (Number.isNaN(this.#cycleFirstSend) && now >= this.#cycleStart) this.#cycleFirstSend = now;
+    this.#sends.push(now, active);
+    this.#roundSends++;
+    this.#sendsAtRate++;
+    if (active > this.#roundMaxActive) this.#roundMaxActive = active;
+  }
+
+  /** The in-flight count of a send at `sentAt` (see `SendLog.take`). */
+  #fOf(sentAt: number | undefined, refused: boolean): number | undefined {
+    return sentAt === undefined ? undefined : this.#sends.take(sentAt, refused);
+  }
+
+  /** A request settled at `now` (after any trigger for it). */
+  onDone(now: number, result: DoneInfo | undefined): void {
+    if (!admitted(result, this.limits.triggerCodes)) return;
+    const l = result.latencyMs;
+    const sentAt = result.sentAt ?? (Number.isFinite(l) && l >= 0 ? now - l : undefined);
+    if (sentAt !== undefined) {
+      this.#latencyMs = Number.isNaN(this.#latencyMs)
+        ? l
+        : this.#latencyMs + LATENCY_WEIGHT * (l - this.#latencyMs);
+    }
+    const f = this.#fOf(sentAt, false);
+    if (f !== undefined) this.#admitAtF[Math.min(f, MAX_F)]!++;
+    this.#periodAdmits++;
+    if (this.#phase === "start" && this.#growTo > 0) {
+      this.#growBy++;
+      this.#needsApply = true;
+    }
+    if ((sentAt ?? now) >= this.#cycleStart) this.#cycleAdmits++;
+    this.#admitStarts[this.#admitCount % RING] = sentAt ?? now;
+    this.#admitTimes[this.#admitCount++ % RING] = now;
+    // Counted by send: requests in flight at the first refusal were sent
+    // before it (a slow start's burst), they say nothing of the rate.
+    if (sentAt === undefined || sentAt > this.#episodeStart) this.#episodeAdmits++;
+    if (sentAt !== undefined && sentAt > this.#lastCutAt && !Number.isNaN(this.#blockStart)) {
+      this.#endBlock(now, sentAt);
+    }
+    if (
+      this.#oneInFlight &&
+      (this.#oneUntilAnyAdmit || sentAt === undefined || sentAt > this.#lastCutAt)
+    ) {
+      this.#oneInFlight = false;
+      this.#needsApply = true;
+    }
+  }
+
+  /**
+   * One in flight until a send after the cut is admitted (or, with
+   * `anyAdmit`, any request), after a refusal under a supposed cap: a site
+   * whose window ran out refuses everything the cap lets through, and a real
+   * cap admits the one at once (a round trip's cost).
+   */
+  #oneUntilAdmit(knobs: RampKnobs, anyAdmit = false): void {
+    knobs.concurrency = Math.max(1, this.limits.minConcurrency);
+    this.#oneInFlight = true;
+    this.#oneUntilAnyAdmit = anyAdmit;
+  }
+
+  #oneInFlight = false;
+  /** Whether an admit of a request already in flight at the cut ends `#oneInFlight` too. */
+  #oneUntilAnyAdmit = false;
+
+  /**
+   * Pace no faster than `delayMs` apart (learned elsewhere: another process
+   * of a shared crawl). Returns whether the knobs changed.
+   */
+  adopt(knobs: RampKnobs, delayMs: number, why: string): boolean {
+    const rate = this.#clampRate(1000 / delayMs);
+    if (!(rate < this.rate)) return false;
+    this.#phase = "learn";
+    this.rate = rate;
+    if (rate < this.#hi) this.#hi = rate / (1 - CONVERGED);
+    this.#apply(knobs);
+    this.#report(knobs, `${why}: pace ${fmt(rate)}/s`);
+    return true;
+  }
+
+  /**
+   * A quota told by holds (see `onTrigger`) stayed quiet at `rate`, twice
+   * the rate it was told: the holds were far longer than the site's window
+   * (a Retry-After that is the same whatever the time to the reset), so they
+   * say nothing of it. The controller paces from `rate`, known good, and
+   * climbs from there as after any quiet round; what the scope admitted
+   * under the quota was its own pace, not the site's, and starts no episode.
+   */
+  leaveQuota(knobs: RampKnobs, rate: number): void {
+    this.rate = this.#clampRate(rate);
+    this.#lastQuiet = this.rate;
+    if (!(this.#hi > this.rate)) this.#hi = Infinity;
+    this.#episodeStart = Number.NaN;
+    this.#apply(knobs);
+    this.#report(
+      knobs,
+      `a quota told by holds stayed quiet at twice its rate, the holds tell no window: pacing ${
+        fmt(this.rate)
+      }/s`,
+    );
+  }
+
+  /** A server hold from `now` to `until` (Retry-After, an announced reset): not slow sending. */
+  onHold(now: number, until: number): void {
+    if (until > now && !Number.isNaN(this.#blockStart)) this.#blockHeld = true;
+    // Only what this hold adds to the holds already counted (they overlap:
+    // every refused request in flight brings the same Retry-After).
+    const from = Math.max(now, this.#heldUntil);
+    if (until > from) this.#allHeldMs += until - from;
+    if (until > from && !Number.isNaN(this.#episodeStart)) this.#heldMs += until - from;
+    if (until > now && now >= this.#heldUntil) {
+      if (!Number.isNaN(this.#episodeStart)) this.#episodeHolds++;
+      // A new hold after the last one ended: a cycle from the first send
+      // after that end to this hold's end, its hold included.
+      this.#cycle = Number.isNaN(this.#cycleFirstSend) ? undefined : {
+        admits: this.#cycleAdmits,
+        ms: until - this.#cycleFirstSend,
+        heldMs: until - now,
+        at: now,
+      };
+      this.#cycleAdmits = 0;
+      this.#cycleFirstSend = Number.NaN;
+    }
+    if (until > this.#heldUntil) {
+      this.#heldUntil = until;
+      this.#cycleStart = until;
+    }
+  }
+
+  /** How long a saved burst takes to refill at the estimated rate: rounds last as long. */
+  #burstMs = 0;
+  /** Server holds in the current episode (their time is `#heldMs`). */
+  #episodeHolds = 0;
+  /** Whether the last refusal brought a server hold of SECOND_HOLD_MS or more. */
+  #costlyRefusal = false;
+  /** Admits before the first refusal, and the time they took. */
+  #firstAdmits = 0;
+  #firstSpanMs = 0;
+  /** Admits sent since the last server hold ended. */
+  #cycleAdmits = 0;
+  /** The end of the last server hold: the current cycle's start. */
+  #cycleStart = -Infinity;
+  /** The first send of the current cycle. */
+  #cycleFirstSend = Number.NaN;
+  /** The length of the last window read from a block: rounds last as long. */
+  #windowPeriodMs = 0;
+  /** The last finished cycle: admits between two server holds, over their time, the hold included. */
+  #cycle: { admits: number; ms: number; heldMs: number; at: number } | undefined;
+
+  /**
+   * A trigger at `now` for a request sent at `sentAt` (undefined for
+   * `delayScope` or a direct call). Moves `knobs` when it cuts; returns what
+   * happened, or `undefined` when the trigger was answered for already.
+   */
+  onTrigger(
+    now: number,
+    knobs: RampKnobs,
+    sentAt: number | undefined,
+    activeNow: number,
+  ): string | undefined {
+    const lim = this.limits;
+    if (lim.windowMs === 0) return undefined; // instant recovery: nothing to learn, only holds
+    if (Number.isNaN(this.#roundStart)) this.#openRound(now);
+    // A send from before the controller existed: in flight now is the best guess.
+    const f = sentAt === undefined ? undefined : this.#fOf(sentAt, true) ??
+      (sentAt < this.#firstOwnSendAt ? Math.min(activeNow, MAX_F) : undefined);
+    // Sent before (or at the instant of) the last cut: answered for by it.
+    if (sentAt !== undefined && sentAt <= this.#lastCutAt) return undefined;
+    if (sentAt !== undefined) this.#lastRefusedAt = sentAt;
+    if (this.#phase === "start" && !Number.isNaN(this.#firstSendAt)) {
+      // What the site admitted before its first refusal: a saved burst shows.
+      this.#firstAdmits = this.#periodAdmits;
+      this.#firstSpanMs = Math.max(0, (sentAt ?? now) - this.#firstSendAt);
+    }
+    this.#phase = "learn";
+    this.#roundTriggers++;
+    this.#costlyRefusal = this.#heldUntil - now >= SECOND_HOLD_MS;
+    // A target [lo, hi]: the first lo - 1 triggers of a window are tolerated (rampup asked for them).
+    if (!(now < this.#targetWindowStart + lim.windowMs)) {
+      this.#targetWindowStart = now;
+      this.#targetTriggers = 0;
+    }
+    if (++this.#targetTriggers < this.config.backoffTarget[0]) return undefined;
+    if (Number.isNaN(this.#episodeStart)) {
+      this.#episodeStart = sentAt ?? now;
+      this.#episodeAdmits = 0;
+      this.#heldMs = 0;
+      this.#episodeHolds = 0;
+    }
+    if (sentAt === undefined || f === undefined) return this.#ordinaryStep(now, knobs);
+    if (f < this.#minRefusedF) this.#minRefusedF = f;
+
+    // A concurrency cap: refused only above k in flight.
+    if (!this.#capRefuted) {
+      // Refused with one or two in flight: no cap worth keeping (a cap of one
+      // is a rate's job, see below), the site limits a rate.
+      if (
+        f <= this.#capLimit && this.#capLimit !== Infinity &&
+        (f < 3 || !this.#admitsBelow(f) || this.#servedAtOnce(now) >= this.#capLimit)
+      ) {
+        this.#capRefuted = true;
+        this.#capLimit = Infinity;
+      } else if (f <= this.#capLimit && this.#capLimit !== Infinity) {
+        // Refused again under a supposed cap: the scope has pressed on the
+        // site for a round trip, so what the site served says where it is.
+        const served = this.#capBelow(now, f, sentAt);
+        if (served < this.#capLimit / 2) {
+          // Less than half of it: a cap does not shrink, a bucket that ran
+          // dry refuses whatever is in flight (a bucket of 4 at 16/s after a
+          // 1 s Retry-After, 196 ms: the cap went 6, then 1, and the scope
+          // ran at 0.32 of the site's rate). A rate, below.
+          this.#capRefuted = true;
+          this.#capLimit = Infinity;
+        } else {
+          this.#capLimit = served;
+          this.#capUpTo = 0;
+          this.#cut(now, false);
+          this.#apply(knobs);
+          this.#oneUntilAdmit(knobs);
+          return this.#report(
+            knobs,
+            `concurrency cap: refused with ${f} in flight, lowered to ${this.#capLimit}`,
+          );
+        }
+      } else if (
+        f >= 2 && this.#minRefusedF === f && this.#admitsBelow(f) && !this.#admitsFrom(f) &&
+        // The second of two in flight refused: a strict spacer does that
+        // too (a short gap), and a cap of one would pin it to one in flight;
+        // a site that serves one at a time is found as a rate.
+        f >= 3 &&
+        this.rate === Infinity
+      ) {
+        // A first refusal: the in-flight count may have just grown past the
+        // cap, and what was served shows the old count, not the cap. Rampup's
+        // slow start grows by answers that come back together, refusals in
+        // flight among them (they hold no slot at the site): the most it saw
+        // admitted at once bounds the cap (a cap of 8 read as 11 otherwise).
+        this.#capLimit = this.limits.mode === "rampup" ? this.#capBelow(now, f, sentAt) : f - 1;
+        // What the site was seen serving at once counts only answers already
+        // in: the ones in flight at the refusal (most of a cap just reached)
+        // are not, so the cap may be up to f - 1. The first quiet round, when
+        // they are in, reads what the site was serving at the refused send
+        // (a cap of 7 read as 4 ran at 0.56 of the site's rate; 0.84 now).
+        this.#capUpTo = f - 1;
+        this.#capSentAt = sentAt;
+        this.#cut(now, false);
+        this.#apply(knobs);
+        // Nothing new until one is admitted: a cap admits the others in
+        // flight at once (and the cap is back), a window or a bucket that ran
+        // out refuses them, and new sends would only be refused as well.
+        this.#oneUntilAdmit(knobs, true);
+        return this.#report(
+          knobs,
+          `concurrency cap: refused with ${f} in flight, admitted with ${f - 1}${
+            this.#capLimit < f - 1 ? `, seen serving ${this.#capLimit}` : ""
+          }`,
+        );
+      } else if (f === 1) {
+        this.#capRefuted = true;
+        this.#capLimit = Infinity;
+      }
+    }
+
+    // A block: refused again before any later send was admitted.
+    if (this.#lastCutWasRate && !Number.isNaN(this.#blockStart)) {
+      const wait = this.#probeMs;
+      this.#probeMs *= PROBE_GROWTH;
+      const until = now + wait;
+      if (until > this.holdUntil) this.holdUntil = until;
+      // The probe's wait is the scope's own hold: not slow sending either.
+      const from = Math.max(now, this.#heldUntil);
+      if (until > from) this.#heldMs += until - from;
+      if (!Number.isNaN(this.#episodeStart)) this.#episodeHolds++;
+      this.#lastCutAt = now;
+      // One probe at a time: a burst at the end of each wait is refused whole.
+      knobs.concurrency = 1;
+      return this.#report(knobs, `refused again: next probe in ${Math.round(wait)} ms`);
+    }
+
+    const cycle = this.#cycle;
+    if (
+      cycle !== undefined && cycle.at === now && cycle.admits >= CYCLE_MIN_ADMITS &&
+      cycle.heldMs >= HELD_SHARE * cycle.ms && cycle.ms < lim.maxDelayMs &&
+      // A hold of a second or less is a bucket's or a spacer's
+      // Retry-After as often as a window's (whole seconds).
+      // (Longer by more than a real clock's fuzz: a 1 s hold told at a send
+      // time read a fraction of a millisecond late is still one second.)
+      cycle.heldMs > SECOND_HOLD_MS + HOLD_FUZZ_MS &&
+      // A pace that went a round without a refusal above the quota's rate:
+      // the hold was a bucket's or a spacer's Retry-After, not a window's.
+      (cycle.admits * 1000) / cycle.ms > this.#lastQuiet
+    ) {
+      // Held by the server for most of the time since its last hold ended:
+      // a window (or a bucket's refill) gives so many per so long, whatever
+      // the pace. The pace stays; a quota of what it admitted per that time
+      // stops the scope before the refusal, in bursts like the site's.
+      this.quota = { limit: cycle.admits, windowMs: cycle.ms, resetAt: this.#heldUntil };
+      this.#cut(now, false);
+      return this.#report(
+        knobs,
+        `held again: ${cycle.admits} admitted in ${
+          Math.round(cycle.ms)
+        } ms, a quota of ${cycle.admits}`,
+      );
+    }
+    // Unpaced, refused with another request sent at the same instant.
+    const atOnce = this.rate === Infinity && this.#sends.count >= 2 &&
+      this.#sends.atInstant(sentAt, BURST_INSTANT_MS) >= 2;
+    const pace = this.rate !== Infinity ? this.rate : this.#sends.count < 2
+      // Made at this trigger: what is in flight, over the refused request's round trip.
+      ? (Math.max(1, activeNow) * 1000) / Math.max(1, now - sentAt)
+      // Sent at one instant: the gap (a millisecond or none) is no rate the scope sent at.
+      : atOnce
+      ? this.#recentSendRate(now)
+      : Math.max(this.#recentSendRate(now), this.#gapRate(sentAt));
+    // Unpaced, refused with another request sent at the same instant: the
+    // site refuses bursts (a strict spacer), which says nothing of the rate
+    // the scope sent at; paced at that rate the requests go apart.
+    // (Rampup only: its slow start doubles concurrency, answers come back
+    // together and the next sends go at one instant.)
+    const burst = this.limits.mode === "rampup" && atOnce &&
+      // Few admitted before: a bucket or a window that ran out after a run of
+      // admits refuses a burst too, and there the rate was too fast.
+      this.#firstAdmits <= BURST_MIN;
+    // A rate that was refused is too fast, whatever a quiet round said before
+    // (a bucket's saved burst can hide a rate above its limit for a while).
+    const firstPace = this.rate === Infinity;
+    if (burst) {
+      this.#hi = Math.min(this.#hi, 2 * pace);
+      // Not pressed on the site's rate: no episode starts here.
+      this.#episodeStart = Number.NaN;
+    } else if (pace < this.#hi) this.#hi = pace;
+    let next = burst ? pace : pace * CUT_FACTOR;
+    if (
+      !burst && this.rate === Infinity && this.#firstAdmits > BURST_MIN && this.#firstSpanMs > 0
+    ) {
+      // The first refusal after a run of admits (a bucket's burst or a
+      // window's quota ran out): the pace that ran it out says little of the
+      // rate below, and halving from it sent a round trip's worth into an
+      // empty bucket per step. What the site admitted on average since the
+      // first send, burst included, is above its rate and far nearer.
+      next = Math.min(next, (this.#firstAdmits * 1000) / this.#firstSpanMs);
+    }
+    let why = burst
+      ? `refused in a burst at ${fmt(pace)}/s: paced at ${fmt(next)}/s`
+      : `refused at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
+    const est = this.#episodeEstimate(sentAt);
+    // A window re-opens with its whole quota: a site that admitted far less
+    // than the window's rate since it first refused (a bucket after its
+    // burst, read as a window at the block's end) has no window.
+    if (this.#windowRate > 0 && est !== undefined && est < this.#windowRate / 3) {
+      this.#windowRate = 0;
+    }
+    if (this.rate !== Infinity && this.#windowRate > 0) {
+      // A window site refuses the request past its quota, whatever the pace
+      // within the window: the pace was above the window's rate, which lies
+      // between the last window's estimate and this pace.
+      next = Math.min((this.#windowRate + pace) / 2, pace * (1 - CONVERGED));
+      why = `refused at ${fmt(pace)}/s, a window of about ${fmt(this.#windowRate)}/s: rate ${
+        fmt(next)
+      }/s`;
+    } else if (
+      this.rate !== Infinity && this.#sendsAtRate <= STRICT_SENDS && this.#lastQuiet > 0 &&
+      this.#lastQuiet < pace
+    ) {
+      // Refused at the first sends of a new pace: a strict spacer, and the
+      // last quiet pace is known good.
+      next = this.#lastQuiet;
+      why = `refused at the first sends at ${fmt(pace)}/s: back to ${fmt(next)}/s`;
+    } else if (
+      this.limits.mode === "adaptive" && this.rate !== Infinity &&
+      this.#sendsAtRate <= STRICT_SENDS && this.#lastQuiet === 0 &&
+      (est === undefined || est >= pace) &&
+      pace >
+        (QUARTER_ABOVE * (this.#admitsBefore + this.#admitCount) * 1000) /
+          this.#unheldSinceFirstSend(now)
+    ) {
+      // Refused again at the first sends of a pace, no pace was ever quiet,
+      // and the pace is still well above what the site admitted since the
+      // first send (the time it held the scope left out: a long Retry-After
+      // says nothing of the rate): the first cut was from a pace that said
+      // little (two sends at one instant over a short round trip read as
+      // hundreds a second), so halving takes many refusals to come down; a
+      // quarter takes half as many. (Rampup's slow start climbs from below
+      // and keeps halving.)
+      next = pace * CUT_FACTOR * CUT_FACTOR;
+      why = `refused at the first sends at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
+    } else if (
+      (this.#costlyRefusal || this.#firstAdmits <= 1) && this.rate !== Infinity &&
+      this.#firstAdmits <= BURST_MIN &&
+      this.#lastQuiet > 0 &&
+      pace <= this.#lastQuiet * (1 + NEAR_QUIET) && (est === undefined || !this.#savedBurst(est))
+    ) {
+      // Refused after a while at a pace at or just above one that was quiet,
+      // by a site that never admitted a burst (a strict spacer): the limit is
+      // right there, and a real clock's jitter shortened one gap. What was
+      // admitted since the first refusal counts the climb to this pace, far
+      // below the limit (a 20/s spacer refused at 20.2/s, admitted 13.9/s),
+      // and cutting to it settled at two thirds of the rate. Only where the
+      // site admitted at most one before its first refusal, or a refusal
+      // costs a long hold: a small bucket (a burst of 2 or 3) refused so kept
+      // refusing (5% → 7% refused in the zoo's table).
+      next = Math.min(this.#lastQuiet, pace) * (1 - 2 * CONVERGED);
+      why = `refused at ${fmt(pace)}/s, near the quiet ${fmt(this.#lastQuiet)}/s: rate ${
+        fmt(next)
+      }/s`;
+    } else if (est !== undefined && est < pace) {
+      // Refused after a while at this pace: a saved burst hid the limit; the
+      // admitted rate says where it is. (An estimate at or above the refused
+      // pace says nothing of where the limit is below it: the cut halves.)
+      if (this.rate !== Infinity) this.#hi = Math.min(this.#hi, (pace + est) / 2);
+      // What the site admitted since the scope first pressed on it is where
+      // to go: a bucket admits its rate to a client that presses, a strict
+      // spacer at least half of it, so the limit is no more than twice it.
+      this.#hi = Math.min(this.#hi, 2 * est);
+      // A site that first admitted a burst well above this rate is a bucket:
+      // pressed, it admits its rate, and a pace above it passes quiet rounds
+      // on the burst it saved meanwhile, to be refused long after. The
+      // estimate is the limit, give or take the probe step. With holds,
+      // what refilled while held is unknown (a small bucket wastes most of
+      // a long hold): the limit lies between the estimate with the held time
+      // and the one without, and their geometric middle bounds the bisection.
+      if (this.#savedBurst(est)) {
+        this.#hi = Math.min(
+          this.#hi,
+          Math.max(est * (1 + 2 * CONVERGED), Math.sqrt(est * this.#estimateUnheld)),
+        );
+        // A round shorter than the burst takes to refill says nothing of a
+        // pace above the rate: the refilled burst hides it.
+        this.#burstMs = (this.#burstAbove(est) * 1000) / est;
+      }
+      next = Math.min(ESTIMATE_SHARE * est, pace * (1 - CONVERGED));
+      why = `refused at ${fmt(pace)}/s, admitted ${fmt(est)}/s: rate ${fmt(next)}/s`;
+    }
+    this.rate = this.#clampRate(next);
+    this.#climb = false;
+    this.#hiSoft = firstPace && this.#firstAdmits <= BURST_MIN &&
+      (this.limits.mode === "rampup" || atOnce);
+    if (this.#hiSoft) this.#climbBurst = this.#firstAdmits;
+    this.#cut(now, true);
+    this.#blockStart = now;
+    // The trigger's own hold (told just before it) holds the block too.
+    this.#blockHeld = this.#heldUntil > now;
+    this.#probeMs = Math.max(FIRST_PROBE_MS, 2 * (this.#latencyMs || 0));
+    this.#apply(knobs);
+    // One in flight until a send after the cut is answered: at a high pace
+    // and a long round trip the new pace would otherwise send a round trip's
+    // worth into a wall before its first refusal came back.
+    knobs.concurrency = Math.min(knobs.concurrency, Math.max(1, this.limits.minConcurrency));
+    return this.#report(knobs, why);
+  }
+
+  /**
+   * The cap a refusal with `f` in flight points to: below `f`, and no more
+   * than the site was seen serving at once (the most admitted requests that
+   * overlapped, over the last few round trips). Refusals still in flight
+   * count in `f` but hold no slot at the site, so `f - 1` alone can be far
+   * too high.
+   */
+  #capBelow(now: number, f: number, sentAt: number): number {
+    // Rampup's slow start sends each doubling at one instant; a site that
+    // queues them (a leaky queue) looks like a cap served in full at the
+    // refusal and the higher count only delays the rate it needs (zoo, 20
+    // seeds: 4 more rampup misses with it). The admitted overlaps alone there.
+    const once = this.#servedAtOnce(now);
+    const served = this.limits.mode === "rampup" ? once : Math.max(once, this.#servedAt(sentAt));
+    return served >= 1 ? Math.min(f - 1, served) : f - 1;
+  }
+
+  /**
+   * How many the site was serving when the refused send at `sentAt` came:
+   * the admitted requests that were in flight then, and the ones sent before
+   * it still out (as if admitted). A site with a cap refuses at the cap, so
+   * this is the cap; `#servedAtOnce` alone misses the long requests still
+   * out, and when latencies vary much they are the most.
+   */
+  #servedAt(sentAt: number, pending = true): number {
+    let n = pending ? this.#sends.pendingBefore(sentAt) : 0;
+    const count = Math.min(this.#admitCount, RING);
+    for (let k = 1; k <= count; k++) {
+      const i = (this.#admitCount - k) % RING;
+      const start = this.#admitStarts[i]!;
+      // Read later (no pending sends counted), sends at the refused one's
+      // instant that were admitted were served with it.
+      if ((pending ? start < sentAt : start <= sentAt) && this.#admitTimes[i]! > sentAt) n++;
+    }
+    return n;
+  }
+
+  /**
+   * The most admitted requests that overlapped over the last four round
+   * trips (0 before a latency is known). Refused again under a supposed cap
+   * that the site served in full just before: no cap (a bucket whose burst
+   * ran out just as slow start reached its top refuses whatever is in
+   * flight), a rate.
+   */
+  #servedAtOnce(now: number): number {
+    const latency = this.#latencyMs;
+    if (!(latency > 0)) return 0;
+    // Admitted intervals that ended in the last four latencies: +1 at each
+    // start, -1 at each end, ends first at one instant (a site frees a slot
+    // before it takes the next arrival).
+    const marks: [at: number, step: 1 | -1][] = [];
+    const n = Math.min(this.#admitCount, RING);
+    for (let k = 1; k <= n; k++) {
+      const i = (this.#admitCount - k) % RING;
+      const end = this.#admitTimes[i]!;
+      if (end <= now - 4 * latency) break;
+      marks.push([this.#admitStarts[i]!, 1], [end, -1]);
+    }
+    marks.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    let open = 0;
+    let served = 0;
+    for (const [, step] of marks) {
+      open += step;
+      if (open > served) served = open;
+    }
+    return served;
+  }
+
+  /** Whether a send with `f` or more in flight was ever admitted (then `f` is no cap). */
+  #admitsFrom(f: number): boolean {
+    for (let g = f; g <= MAX_F; g++) if (this.#admitAtF[g]! > 0) return true;
+    return false;
+  }
+
+  #admitsBelow(f: number): boolean {
+    let n = 0;
+    for (let g = 1; g < f; g++) n += this.#admitAtF[g]!;
+    return n > 0;
+  }
+
+  /** Requests/s sent over the last round (at least the latency, at least one send's worth). */
+  #recentSendRate(now: number): number {
+    // A round, or the scope's life when shorter (a young scope's few sends are fast ones).
+    const life = Number.isNaN(this.#firstSendAt) ? this.#roundMs : now - this.#firstSendAt;
+    const span = Math.max(
+      Math.min(this.#roundMs, life),
+      Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs,
+      1,
+    );
+    return Math.max(1, this.#sends.countSince(now - span)) * 1000 / span;
+  }
+
+  /** 1000 / the gap before the send at `sentAt` (a strict spacer refuses short gaps). */
+  #gapRate(sentAt: number): number {
+    const t = this.#sends.before(sentAt);
+    return t === undefined ? 0 : 1000 / Math.max(1, sentAt - t);
+  }
+
+  /**
+   * The rate admitted between the first refused send of this episode and the
+   * refused send at `sentAt` (by send time: what was in flight at the first
+   * refusal left out), held time left out. A site that refuses has no
+   * capacity left, so what it admits from then on is its rate.
+   */
+  #episodeEstimate(sentAt: number): number | undefined {
+    if (this.#episodeAdmits < 4) return undefined;
+    const span = sentAt - this.#episodeStart - this.#heldMs;
+    if (span <= 0) return undefined;
+    // A site that saved a burst (a bucket) refills during the holds too, and
+    // the admits that refill paid for came from the held time: it counts.
+    // (Told with the held time counted: left out, the estimate is inflated
+    // by that refill and hides the burst.)
+    const withHolds = (this.#episodeAdmits * 1000) / (span + this.#heldMs);
+    this.#estimateUnheld = (this.#episodeAdmits * 1000) / span;
+    if (this.#savedBurst(withHolds)) return withHolds;
+    // The first admit after each hold was paid for by the hold (a spacer or
+    // a bucket refills while the scope waits): with the held time left out,
+    // counting it would read a site that admits one per hold as admitting
+    // at the pace that was refused.
+    const unpaid = this.#episodeAdmits - this.#episodeHolds;
+    return unpaid < 4 ? undefined : (unpaid * 1000) / span;
+  }
+
+  /** Time since the first send that the server did not hold the scope (at least 1 ms). */
+  #unheldSinceFirstSend(now: number): number {
+    const ahead = Math.max(0, this.#heldUntil - now);
+    return Math.max(1, now - this.#firstSendAt - Math.max(0, this.#allHeldMs - ahead));
+  }
+
+  /** The last episode estimate with the held time left out (see `#episodeEstimate`). */
+  #estimateUnheld = 0;
+
+  /** How many more the site admitted before its first refusal than `rate` accounts for. */
+  #burstAbove(rate: number): number {
+    return this.#firstAdmits - (rate * this.#firstSpanMs) / 1000;
+  }
+
+  /** Whether the admits before the first refusal were well above `rate`: a burst the site had saved. */
+  #savedBurst(rate: number): boolean {
+    return this.#burstAbove(rate) >= BURST_MIN;
+  }
+
+  #ordinaryStep(now: number, knobs: RampKnobs): string {
+    const lim = this.limits;
+    const delay = Math.min(
+      lim.maxDelayMs,
+      Math.max(lim.stepMinDelayMs, knobs.delayMs * lim.stepFactor),
+    );
+    this.rate = this.#clampRate(1000 / delay);
+    this.#hi = Math.min(this.#hi, this.rate / CUT_FACTOR);
+    this.#cut(now, false);
+    this.#apply(knobs);
+    return this.#report(knobs, `trigger with nothing to measure: one step to ${fmt(this.rate)}/s`);
+  }
+
+  #cut(now: number, rate: boolean): void {
+    // A cut after a probe answers it: the next probe waits twice as long.
+    if (this.#lastProbeAt > this.#lastCutAt) {
+      this.#probeEveryMs = Math.min(
+        MAX_PROBE_WINDOWS * this.limits.windowMs,
+        2 * Math.max(this.limits.windowMs, this.#probeEveryMs),
+      );
+    }
+    this.#lastCutAt = now;
+    this.#lastCutWasRate = rate;
+    this.#blockStart = Number.NaN;
+  }
+
+  /** The first admit after a block: a window when the block was long. */
+  #endBlock(now: number, sentAt: number): void {
+    const start = this.#blockStart;
+    const held = this.#blockHeld;
+    this.#blockStart = Number.NaN;
+    this.#blockHeld = false;
+    const block = now - start;
+    const roundTrip = Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs;
+    const gap = this.rate === Infinity ? 0 : 1000 / this.rate;
+    // A window shows as several admits, then a block: one or two admits
+    // before a block are a strict spacer's, not a window's.
+    if (
+      !held && block >= Math.max(500, 4 * roundTrip, 4 * gap) &&
+      this.#periodAdmits > WINDOW_MIN_ADMITS
+    ) {
+      // The window reset between the last refused probe and this admitted
+      // one: half way is the best guess (the admitted probe alone is late by
+      // up to the probe's interval).
+      const reset = Math.max(
+        this.#periodStart + 1,
+        Number.isNaN(this.#lastRefusedAt) ? sentAt : (this.#lastRefusedAt + sentAt) / 2,
+      );
+      const period = reset - this.#periodStart;
+      const est = ((this.#periodAdmits - 1) * 1000) / period;
+      // Room above it for the guess's error.
+      this.#hi = est * WINDOW_HEADROOM;
+      this.#windowRate = est;
+      // A round shorter than the window says nothing of it.
+      this.#windowPeriodMs = Math.min(period, this.limits.windowMs);
+      this.rate = this.#clampRate(ESTIMATE_SHARE * est);
+      this.#pending.push({
+        kind: "rampup",
+        delayMs: this.rate === Infinity ? 0 : 1000 / this.rate,
+        concurrency: Number.NaN,
+        why: `a window: ${this.#periodAdmits - 1} admitted in ${Math.round(period)} ms: rate ${
+          fmt(this.rate)
+        }/s`,
+      });
+      this.#needsApply = true;
+    }
+    this.#periodStart = now;
+    this.#periodAdmits = 1;
+    // Back from one probe at a time to what the pace needs.
+    this.#needsApply = true;
+  }
+
+  /** The rate of the last window read from a block (0: no window seen). */
+  #windowRate = 0;
+  /** When the last refused request of the current block was sent. */
+  #lastRefusedAt = Number.NaN;
+
+  #needsApply = false;
+  /** The server held the scope during the current block: it said when, there is no window to learn. */
+  #blockHeld = false;
+  /** The end of the latest server hold. */
+  #heldUntil = 0;
+
+  #clampRate(rate: number): number {
+    const lim = this.limits;
+    const minRate = 1000 / lim.maxDelayMs;
+    const maxRate = lim.minDelayMs > 0 ? 1000 / lim.minDelayMs : Infinity;
+    if (!(rate > 0) || Number.isNaN(rate)) return minRate;
+    return Math.min(maxRate, Math.max(minRate, rate));
+  }
+
+  /** Sets the knobs from the rate and the cap: Little's law for concurrency. */
+  #apply(knobs: RampKnobs): void {
+    const lim = this.limits;
+    this.#sendsAtRate = 0;
+    const top = Math.min(lim.maxConcurrency, this.#capLimit);
+    knobs.delayMs = this.rate === Infinity
+      ? lim.minDelayMs
+      : Math.max(lim.minDelayMs, 1000 / this.rate);
+    if (this.#capLimit !== Infinity && this.rate === Infinity) {
+      knobs.concurrency = Math.max(lim.minConcurrency, this.#capLimit);
+      return;
+    }
+    if (this.rate === Infinity) return;
+    const latency = Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs;
+    const needed = Math.ceil((this.rate * latency) / 1000) + 1;
+    knobs.concurrency = Math.max(lim.minConcurrency, Math.min(top, needed));
+  }
+
+  #report(knobs: RampKnobs, why: string): string {
+    this.#pending.push({
+      kind: "rampup",
+      delayMs: knobs.delayMs,
+      concurrency: knobs.concurrency,
+      why,
+    });
+    return why;
+  }
+
+  #openRound(now: number): void {
+    const latency = Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs;
+    const gap = this.rate === Infinity ? 0 : 1000 / this.rate;
+    this.#roundStart = now;
+    this.#roundMs = Math.min(
+      Math.max(
+        MIN_ROUND_MS,
+        ROUND_TRIPS * latency,
+        ROUND_SENDS * gap,
+        this.#windowPeriodMs,
+        this.#burstMs,
+      ),
+      Math.max(this.limits.windowMs, MIN_ROUND_MS),
+    );
+    this.#roundSends = 0;
+    this.#roundTriggers = 0;
+    this.#roundMaxActive = 0;
+  }
+
+  /** When the current round ends, or `undefined` while none is open. */
+  nextWakeAt(): number | undefined {
+    if (this.limits.windowMs === 0 || Number.isNaN(this.#roundStart)) return undefined;
+    return this.#roundStart + this.#roundMs;
+  }
+
+  /** Whether a step waits to be reported. */
+  get hasPending(): boolean {
+    return this.#pending.length > 0 || this.#needsApply;
+  }
+
+  /**
+   * Report pending steps; close the round if it has ended: one step up when
+   * it was busy and saw no refusal. After an idle gap the next round opens at
+   * the next send.
+   */
+  advance(now: number, knobs: RampKnobs, steps: ScopeStep[]): void {
+    if (this.#needsApply) {
+      this.#needsApply = false;
+      this.#apply(knobs);
+      if (this.#phase === "start" && this.#growTo > knobs.concurrency && this.#growBy > 0) {
+        knobs.concurrency = Math.min(this.#growTo, knobs.concurrency + this.#growBy);
+      }
+      this.#growBy = 0;
+      // Still waiting for an admit after a refusal under a cap.
+      if (this.#oneInFlight) knobs.concurrency = Math.max(1, this.limits.minConcurrency);
+    }
+    if (this.#pending.length > 0) {
+      for (const s of this.#pending) {
+        steps.push(Number.isNaN(s.concurrency) ? { ...s, concurrency: knobs.concurrency } : s);
+      }
+      this.#pending = [];
+    }
+    if (this.limits.windowMs === 0 || Number.isNaN(this.#roundStart)) return;
+    if (now < this.#roundStart + this.#roundMs) return;
+    const sends = this.#roundSends;
+    const triggers = this.#roundTriggers;
+    const maxActive = this.#roundMaxActive;
+    // A round without sends, or one closed long after its end, opens no
+    // next round: the next send does (no wake-ups for an idle scope).
+    const idle = sends === 0 || now - (this.#roundStart + this.#roundMs) >= this.#roundMs;
+    if (idle) this.#roundStart = Number.NaN;
+    else this.#openRound(now);
+    if (triggers > 0 || sends === 0 || !Number.isNaN(this.#blockStart)) return;
+    if (now - this.#lastCutAt >= this.limits.windowMs) this.#episodeStart = Number.NaN;
+    if (this.#phase === "start") {
+      if (this.limits.mode === "rampup" && maxActive >= knobs.concurrency) {
+        steps.push(this.#slowStartStep(knobs));
+      }
+      return;
+    }
+    this.#quietRound(now, knobs, steps, sends, maxActive);
+  }
+
+  #quietRound(
+    now: number,
+    knobs: RampKnobs,
+    steps: ScopeStep[],
+    sends: number,
+    maxActive: number,
+  ): void {
+    if (this.rate === Infinity) {
+      // Unpaced (a concurrency cap, or never cut): probe one more once per window.
+      const top = this.limits.maxConcurrency;
+      const seen = this.#capLimit < this.#capUpTo
+        ? Math.min(this.#capUpTo, this.#servedAt(this.#capSentAt, false))
+        : 0;
+      if (this.#capUpTo > 0) this.#capUpTo = 0;
+      if (seen > this.#capLimit && knobs.concurrency < top) {
+        this.#capLimit = seen;
+        this.#apply(knobs);
+        steps.push({
+          kind: "rampup",
+          delayMs: knobs.delayMs,
+          concurrency: knobs.concurrency,
+          why: `quiet: the site was serving ${seen} when it refused: concurrency cap ${seen}`,
+        });
+      } else if (
+        this.#capLimit !== Infinity && maxActive >= knobs.concurrency &&
+        knobs.concurrency < top && this.#probeDue(now)
+      ) {
+        this.#capLimit++;
+        this.#minRefusedF = Infinity;
+        this.#apply(knobs);
+        steps.push({
+          kind: "rampup",
+          delayMs: knobs.delayMs,
+          concurrency: knobs.concurrency,
+          why: `quiet: probing concurrency ${this.#capLimit}`,
+        });
+      }
+      return;
+    }
+    // Only a round that used its pace says the pace is safe.
+    const allowed = (this.rate * this.#roundMs) / 1000;
+    if (sends < 0.75 * allowed && maxActive < knobs.concurrency) return;
+    const before = this.rate;
+    this.#lastQuiet = before;
+    let next: number;
+    let why: string;
+    // A refusal that costs a hold of a second or more (Retry-After) is worth
+    // risking for a larger gain only.
+    const converged = this.#costlyRefusal ? CONVERGED_COSTLY : CONVERGED;
+    if (this.#hiSoft && this.#hi !== Infinity && !(before < this.#hi * (1 - converged))) {
+      // Reached a rate only the first refusal said was too fast: climb on.
+      this.#hi = Infinity;
+      this.#hiSoft = false;
+      this.#climb = true;
+    }
+    if (this.#climb && this.#hi === Infinity) {
+      const factor = this.#costlyRefusal ? CLIMB_COSTLY : CLIMB;
+      // A pace (factor - 1) above the rate spends a burst of B in B / (factor - 1) sends.
+      if (this.#sendsAtRate < this.#climbBurst / (factor - 1)) return;
+      // No further than the most the scope's concurrency carries at its
+      // latency: above it the pace no longer binds, and a quiet round says
+      // nothing of it (the climb would run on for ever).
+      const top = Math.min(this.limits.maxConcurrency, this.#capLimit);
+      const carried = this.#latencyMs > 0 ? (top * 1000) / this.#latencyMs : Infinity;
+      if (before >= carried) {
+        this.#climb = false;
+        return;
+      }
+      next = Math.min(before * factor, carried);
+      why = `quiet at ${fmt(before)}/s, no refused rate above: climbing to ${fmt(next)}/s`;
+    } else if (this.#hi !== Infinity && before < this.#hi * (1 - converged)) {
+      // Half way to the refused rate; a quarter when a refusal is costly.
+      const step = this.#costlyRefusal ? 0.25 : 0.5;
+      next = Math.min(before + step * (this.#hi - before), this.#hi * (1 - CONVERGED / 2));
+      why = `quiet at ${fmt(before)}/s: halfway to ${fmt(this.#hi)}/s`;
+    } else if (this.#probeDue(now)) {
+      next = before * (1 + PROBE_STEP);
+      this.#hi = Infinity;
+      why = `quiet at ${fmt(before)}/s for a window: probing ${fmt(next)}/s`;
+    } else {
+      return;
+    }
+    this.rate = this.#clampRate(next);
+    if (this.rate === before) return;
+    this.#apply(knobs);
+    steps.push({ kind: "rampup", delayMs: knobs.delayMs, concurrency: knobs.concurrency, why });
+  }
+
+  /**
+   * Whether to probe above a found limit now: once per window at first; each
+   * probe that a refusal answered doubles the quiet time before the next (up
+   * to 32 windows), and a probe that went unanswered for its quiet time
+   * brings it back to one window. A refusal can cost a long hold
+   * (Retry-After), so probing a limit that holds must become rare.
+   */
+  #probeDue(now: number): boolean {
+    const window = this.limits.windowMs;
+    const probed = !Number.isNaN(this.#lastProbeAt);
+    if (probed && this.#lastProbeAt > this.#lastCutAt) this.#probeEveryMs = window;
+    const since = Math.max(this.#lastCutAt, probed ? this.#lastProbeAt : -Infinity);
+    if (now - since < Math.max(window, this.#probeEveryMs)) return false;
+    this.#lastProbeAt = now;
+    return true;
+  }
+
+  #slowStartStep(knobs: RampKnobs): ScopeStep {
+    const c = this.config;
+    if (knobs.delayMs > c.minDelayMs) {
+      let next = knobs.delayMs * c.delayFactor;
+      if (next - c.minDelayMs < 1) next = c.minDelayMs;
+      knobs.delayMs = next;
+      return {
+        kind: "rampup",
+        delayMs: next,
+        concurrency: knobs.concurrency,
+        why: "below target: lower delay",
+      };
+    }
+    if (knobs.concurrency < this.limits.maxConcurrency) {
+      // Doubles per round, one more per admitted answer: doubled at once,
+      // the new half went out at one instant and a concurrency cap refused
+      // all of it (8 refused at a cap of 8, read as a cap of 15).
+      this.#growTo = Math.min(this.limits.maxConcurrency, knobs.concurrency * 2);
+      this.#growBy = 0;
+      knobs.concurrency++;
+      return {
+        kind: "rampup",
+        delayMs: knobs.delayMs,
+        concurrency: knobs.concurrency,
+        why: "below target: raise concurrency",
+      };
+    }
+    return {
+      kind: "rampup",
+      delayMs: knobs.delayMs,
+      concurrency: knobs.concurrency,
+      why: "at maximum",
+    };
+  }
+}
+
+/**
+ * Rampup options as a user writes them (`true` or a partial object), checked
+ * and filled in from `base` (the settings' `rampup`).
+ *
+ * @throws {TypeError | RangeError} naming the option, as settings do.
+ */
+export function resolveRampupOption(
+  base: ResolvedRampup,
+  input: RampupConfig | true,
+): ResolvedRampup {
+  if (input === true) return base;
+  parseSettings({ rampup: input }, "rampup"); // validates; throws naming the field
+  const t = input.backoffTarget;
+  return {
+    backoffTarget: t === undefined
+      ? base.backoffTarget
+      : typeof t === "number"
+      ? [t, t]
+      : [t[0], t[1]],
+    delayFactor: input.delayFactor ?? base.delayFactor,
+    minDelayMs: input.minDelayMs ?? base.minDelayMs,
+  };
+}

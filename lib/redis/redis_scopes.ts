@@ -1,0 +1,813 @@
+/**
+ * Scope limits shared by several processes through Redis: a cluster-wide
+ * admission check per scope (concurrency leases and the gap between sends,
+ * decided by one atomic Lua script on the Redis server's clock), shared holds,
+ * and a pub/sub channel over which processes tell each other about backoff.
+ *
+ * The arithmetic of a scope (backoff levels, recovery, rampup) stays in each
+ * process's throttler; this store only enforces, across all processes, the
+ * limits each process hands it. See docs/REDIS.md.
+ *
+ * Size: the Lua scripts and the client code that calls them (batching,
+ * renewal, pub/sub, outages) sit side by side, so a change to one shows in
+ * the other.
+ *
+ * @module
+ */
+import { runScript } from "./_redis_script.ts";
+import { errorReason } from "../http/_error_text.ts";
+import { type Observable, Subject } from "rxjs";
+import { LOCAL_FAILURE } from "../http/download_errors.ts";
+
+/**
+ * The part of a Redis client this store uses. A node-redis client
+ * (`createClient()` from the `redis` package, connected) fits as it is.
+ */
+export interface RedisScopesClient {
+  /** Sends one command and resolves with its reply. */
+  sendCommand(args: readonly string[]): Promise<unknown>;
+  /** A new, unconnected client with the same options, for pub/sub. */
+  duplicate(): RedisScopesSubscriber;
+}
+
+/** The pub/sub side of a client (what node-redis's `duplicate()` returns). */
+export interface RedisScopesSubscriber {
+  connect(): Promise<unknown>;
+  subscribe(
+    channel: string,
+    listener: (message: string, channel: string) => unknown,
+  ): Promise<void>;
+  on(event: "error", listener: (error: Error) => void): unknown;
+  /** Closes the connection once pending commands are answered. */
+  close(): Promise<void>;
+  /** Closes the connection at once. */
+  destroy(): void;
+}
+
+/** Options of {@link createRedisScopes}. */
+export interface RedisScopesOptions {
+  /**
+   * Put before every key and the channel name. Processes that share limits
+   * use the same prefix. Wrap it in braces (`"{politely}:"`) on a Redis
+   * Cluster, so that all keys of a request land in one slot.
+   * @default "politely:"
+   */
+  readonly prefix?: string;
+  /**
+   * How long a lease lives unless released or renewed, in ms: the leases of a
+   * process that crashed free their slots after this long.
+   * @default 60000
+   */
+  readonly leaseMs?: number;
+  /** How long the keys of an idle scope stay in Redis after their last use, in ms. @default 60000 */
+  readonly idleTtlMs?: number;
+  /** This process's id in leases and messages. @default crypto.randomUUID() */
+  readonly processId?: string;
+  /**
+   * Open a second connection (`client.duplicate()`) to receive the other
+   * processes' messages (`messages$`). Without it, `messages$` never emits.
+   * @default true
+   */
+  readonly subscribe?: boolean;
+}
+
+/** The limits a process asks the cluster to enforce for one scope. */
+export interface ScopeLimits {
+  /** At most this many leases at once, across all processes (>= 1). */
+  readonly concurrency: number;
+  /** At least this long between two grants, in ms (>= 0). */
+  readonly delayMs: number;
+}
+
+/** A granted admission: one slot in every scope of a request. */
+export interface ScopeLease {
+  readonly id: string;
+  readonly scopes: readonly string[];
+  /** Redis server time of the grant, in ms (with microseconds). */
+  readonly grantedAt: number;
+  /** Redis server time at which the lease expires unless renewed, in ms. */
+  readonly expiresAt: number;
+}
+
+/** Options of {@link RedisScopes.acquire}. */
+export interface AcquireOptions {
+  /**
+   * When refused, this process keeps its place in the scopes' queues until the
+   * wait answered plus this long, in ms: it promises to ask again by then
+   * (a process that stops asking, or died, blocks others for at most this
+   * long past its wait). Set it above the longest pause between two asks.
+   * @default 2000
+   */
+  readonly patienceMs?: number;
+}
+
+/** What `acquire` answers. */
+export type AcquireResult =
+  | { readonly ok: true; readonly lease: ScopeLease }
+  | {
+    readonly ok: false;
+    /** How long until the delay or a hold of the busiest scope ends, in ms (0 when only full). */
+    readonly waitMs: number;
+    /**
+     * A scope has all its leases taken; `expiresInMs` is when the soonest of
+     * them expires (a release usually comes first: see `released$`).
+     */
+    readonly full: boolean;
+    readonly expiresInMs: number | undefined;
+  };
+
+/** A backoff another process saw, as it travels on the channel. */
+export interface SharedBackoffMessage {
+  readonly type: "backoff";
+  /** The process that saw it. */
+  readonly from: string;
+  readonly scope: string;
+  /** The sender's backoff level after the trigger. */
+  readonly level: number;
+  /**
+   * The sender's delay after the trigger: an adaptive scope (no levels) that
+   * learned a slower pace tells it this way.
+   */
+  readonly delayMs?: number | undefined;
+  readonly cause: string;
+  /** A hold that came with it (Retry-After, RateLimit-Reset, delayScope). */
+  readonly hold:
+    | {
+      readonly ms: number;
+      readonly source: "retry-after" | "ratelimit" | "delay-scope" | "robots";
+    }
+    | undefined;
+}
+
+/** Leases were released somewhere: waiting requests of these scopes may try again. */
+export interface SharedReleaseMessage {
+  readonly type: "release";
+  readonly from: string;
+  readonly scopes: readonly string[];
+  /**
+   * Per scope, the process whose turn it is next ('' when none waits): only
+   * it asks again (`released$` of the others leaves the scope out).
+   */
+  readonly next?: readonly string[];
+}
+
+/** Everything on the channel. */
+export type SharedMessage = SharedBackoffMessage | SharedReleaseMessage;
+
+/** A Redis call of the store failed (connection lost, script error, time out). */
+export class RedisScopesError extends Error {
+  override readonly name = "RedisScopesError";
+  /** Not the site's failure: no backoff or retry for it unless named (see `LOCAL_FAILURE`). */
+  readonly [LOCAL_FAILURE] = true;
+  /** What the store was doing. */
+  readonly operation: "connect" | "acquire" | "release" | "renew" | "publish";
+  /** The scopes concerned (empty for `connect`). */
+  readonly scopes: readonly string[];
+
+  constructor(
+    message: string,
+    operation: RedisScopesError["operation"],
+    scopes: readonly string[],
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.operation = operation;
+    this.scopes = scopes;
+  }
+
+  /**
+   * The error of a failed Redis call: what failed, for which scopes, and the
+   * failure as `cause` (a `RedisScopesError` is returned as it is).
+   *
+   * @param operation What the store was doing.
+   * @param scopes The scopes concerned.
+   * @param error What the client threw or rejected with.
+   * @returns `Cannot <operation> for scopes <scopes> as Redis failed: <message>`.
+   * @example
+   * ```ts
+   * import { RedisScopesError } from "./redis_scopes.ts";
+   * const e = RedisScopesError.from("acquire", ["a.test"], new Error("socket closed"));
+   * console.assert(e.message === "Cannot acquire for scopes a.test as Redis failed: socket closed");
+   * ```
+   */
+  static from(
+    operation: RedisScopesError["operation"],
+    scopes: readonly string[],
+    error: unknown,
+  ): RedisScopesError {
+    if (error instanceof RedisScopesError) return error;
+    return new RedisScopesError(
+      `Cannot ${operation} for scopes ${scopes.join(", ")} as Redis failed: ${errorReason(error)}`,
+      operation,
+      scopes,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * The default `onError` of `sharedDownload` and `shareBackoff`: a `warning`
+ * event on the throttler (code `redis-scopes`), once per message.
+ *
+ * @param throttler Where the warnings go.
+ * @returns The error handler.
+ */
+export function warnOnThrottler(
+  throttler: { warnOnce(key: string, code: string, message: string): void },
+): (error: RedisScopesError) => void {
+  return (error) =>
+    throttler.warnOnce(`redis-scopes:${error.message}`, "redis-scopes", error.message);
+}
+
+/** The shared store; see {@link createRedisScopes}. */
+export interface RedisScopes {
+  readonly prefix: string;
+  readonly processId: string;
+  readonly leaseMs: number;
+  /**
+   * Take a lease in every scope at once, or in none: granted only when every
+   * scope has a free slot that no process waiting longer is owed, its delay
+   * since the last grant has passed and it is not held. A refused process
+   * keeps its place in the queue of each scope that refused it (see
+   * docs/REDIS.md, "Turns").
+   *
+   * @param scopes The request's scopes (at least one).
+   * @param limits One entry per scope, in the same order.
+   * @param options How long a place in a queue outlives the wait.
+   * @throws {RangeError} for limits that do not fit the scopes or a bad option.
+   * @throws {RedisScopesError} (as a rejection) when Redis fails.
+   */
+  acquire(
+    scopes: readonly string[],
+    limits: readonly ScopeLimits[],
+    options?: AcquireOptions,
+  ): Promise<AcquireResult>;
+  /** Give a lease back (idempotent); tells the other processes. */
+  release(lease: ScopeLease): Promise<void>;
+  /** Push a lease's expiry `leaseMs` further; `false` when it had already expired. */
+  renew(lease: ScopeLease): Promise<boolean>;
+  /**
+   * Tell the other processes about a backoff; a hold in it is also stored in
+   * Redis (server time), so every `acquire` of the scope waits for it, even in
+   * a process that missed the message.
+   */
+  publishBackoff(message: Omit<SharedBackoffMessage, "type" | "from">): Promise<void>;
+  /** The other processes' messages (never this process's own). */
+  readonly messages$: Observable<SharedMessage>;
+  /**
+   * Scopes with a released lease, from this process (at once) or another (by
+   * message), for which it is this process's turn or nobody's.
+   */
+  readonly released$: Observable<readonly string[]>;
+  /** Close the pub/sub connection (the client given stays open). */
+  close(): Promise<void>;
+}
+
+// Times are ms with microseconds, written with %.3f: Lua's tostring keeps 14
+// digits only, which would cut server times (13 digits of ms) to the ms.
+const NOW = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local function fmt(x) return string.format('%.3f', x) end
+-- Only ever lengthen a key's life: processes may run with other lease and
+-- idle times, and a shorter TTL would drop their live leases with the key.
+local function extend(key, ms)
+  ms = math.ceil(ms)
+  -- PTTL is -1 for a key with no TTL yet (just written): below any ms.
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
+`;
+
+/**
+ * KEYS: per scope, its lease set, its state hash, its queue of waiting
+ * processes (score: when the process first waited) and their deadlines
+ * (score: when a process that stopped asking loses its turn). ARGV: lease id,
+ * lease ms, idle ms, process id, patience ms, then per scope concurrency and
+ * delay.
+ *
+ * Turns: a process is granted a slot of a scope only while the free slots
+ * outnumber the processes that have waited for it longer. A refused process
+ * joins the queue of each scope that refused it (keeping its place if already
+ * there) and leaves those that would have let it through; a grant takes it
+ * out of them all, so a process that wants more goes to the back.
+ */
+const ACQUIRE = `local function acquire(keys, argv)
+local id = argv[1]
+local leaseMs = tonumber(argv[2])
+local idleMs = tonumber(argv[3])
+local pid = argv[4]
+local patience = tonumber(argv[5])
+local n = #keys / 4
+local wait = 0
+local full = 0
+local expiry = -1
+local refused = {}
+for i = 1, n do
+  local leases, state, queue, alive = keys[4 * i - 3], keys[4 * i - 2], keys[4 * i - 1], keys[4 * i]
+  local conc = tonumber(argv[4 + 2 * i])
+  local delay = tonumber(argv[5 + 2 * i])
+  redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(now))
+  local gone = redis.call('ZRANGEBYSCORE', alive, '-inf', fmt(now))
+  if #gone > 0 then
+    redis.call('ZREM', queue, unpack(gone))
+    redis.call('ZREMRANGEBYSCORE', alive, '-inf', fmt(now))
+  end
+  local taken = redis.call('ZCARD', leases)
+  local ahead = redis.call('ZRANK', queue, pid)
+  if not ahead then ahead = redis.call('ZCARD', queue) end
+  refused[i] = false
+  if taken >= conc then
+    full = 1
+    refused[i] = true
+    local first = redis.call('ZRANGE', leases, 0, 0, 'WITHSCORES')
+    local e = tonumber(first[2]) - now
+    if expiry < 0 or e < expiry then expiry = e end
+  elseif taken + ahead >= conc then
+    -- Slots are free, but for processes that waited longer: wait as for a full scope.
+    full = 1
+    refused[i] = true
+  end
+  local s = redis.call('HMGET', state, 'last', 'next', 'hold')
+  local at = 0
+  if s[1] then at = tonumber(s[1]) + delay end
+  if s[2] and tonumber(s[2]) > at then at = tonumber(s[2]) end
+  if s[3] and tonumber(s[3]) > at then at = tonumber(s[3]) end
+  if at > now then
+    refused[i] = true
+    if at - now > wait then wait = at - now end
+  end
+end
+if full == 1 or wait > 0 then
+  local deadline = fmt(now + wait + patience)
+  for i = 1, n do
+    local queue, alive = keys[4 * i - 1], keys[4 * i]
+    if refused[i] then
+      redis.call('ZADD', queue, 'NX', fmt(now), pid)
+      redis.call('ZADD', alive, deadline, pid)
+      extend(queue, wait + patience + idleMs)
+      extend(alive, wait + patience + idleMs)
+    else
+      -- Not waiting for this scope: holding a place in it would only block others.
+      redis.call('ZREM', queue, pid)
+      redis.call('ZREM', alive, pid)
+    end
+  end
+  return {0, fmt(wait), full, fmt(expiry)}
+end
+local expires = now + leaseMs
+for i = 1, n do
+  local leases, state, queue, alive = keys[4 * i - 3], keys[4 * i - 2], keys[4 * i - 1], keys[4 * i]
+  local delay = tonumber(argv[5 + 2 * i])
+  redis.call('ZADD', leases, fmt(expires), id)
+  extend(leases, leaseMs + idleMs)
+  redis.call('HSET', state, 'last', fmt(now), 'next', fmt(now + delay))
+  extend(state, delay + idleMs)
+  redis.call('ZREM', queue, pid)
+  redis.call('ZREM', alive, pid)
+end
+return {1, fmt(now), fmt(expires)}
+end
+`;
+
+/**
+ * Several acquires and releases in one round trip, on one reading of the
+ * clock. ARGV: channel, process id, number of operations, then per operation
+ * its kind ('r' or 'a'), its number of keys, its number of arguments and the
+ * arguments; KEYS: the operations' keys in turn (a release: per scope its
+ * lease set and queue, arguments the lease id then the scopes; an acquire: as
+ * `acquire` above). Answers one reply per operation (a release: per scope the
+ * process first in its queue, '' for none). Releases come first in a batch,
+ * so an acquire in it finds their slots free; one release message goes out,
+ * after them all, naming per scope the process whose turn it is.
+ */
+const BATCH = NOW + ACQUIRE + `local channel, pid = ARGV[1], ARGV[2]
+local k, a = 1, 4
+local out = {}
+local released, nexts = {}, {}
+for o = 1, tonumber(ARGV[3]) do
+  local kind, nk, na = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local keys, argv = {}, {}
+  for i = 1, nk do keys[i] = KEYS[k + i - 1] end
+  for i = 1, na do argv[i] = ARGV[a + 2 + i] end
+  k = k + nk
+  a = a + 3 + na
+  if kind == 'r' then
+    -- keys: per scope its lease set and its queue. The process whose turn it
+    -- is next is named, so only it asks again.
+    local heads = {}
+    for i = 1, nk / 2 do
+      redis.call('ZREM', keys[2 * i - 1], argv[1])
+      local head = redis.call('ZRANGE', keys[2 * i], 0, 0)[1] or ''
+      heads[i] = head
+      released[#released + 1] = argv[1 + i]
+      nexts[#nexts + 1] = head
+    end
+    out[o] = heads
+  else
+    out[o] = acquire(keys, argv)
+  end
+end
+if #released > 0 then
+  redis.call('PUBLISH', channel, cjson.encode({type = 'release', from = pid, scopes = released, next = nexts}))
+end
+return out
+`;
+
+/** KEYS: lease sets. ARGV: lease id, lease ms, idle ms. Returns how many it renewed. */
+const RENEW = NOW + `local expires = now + tonumber(ARGV[2])
+local n = 0
+for i = 1, #KEYS do
+  if redis.call('ZSCORE', KEYS[i], ARGV[1]) then
+    redis.call('ZADD', KEYS[i], fmt(expires), ARGV[1])
+    extend(KEYS[i], tonumber(ARGV[2]) + tonumber(ARGV[3]))
+    n = n + 1
+  end
+end
+return n
+`;
+
+/** KEYS: the scope's state hash. ARGV: hold ms (0 for none), idle ms, channel, message. */
+const PUBLISH = NOW + `local holdMs = tonumber(ARGV[1])
+if holdMs > 0 then
+  local untilAt = now + holdMs
+  local cur = redis.call('HGET', KEYS[1], 'hold')
+  if not cur or tonumber(cur) < untilAt then redis.call('HSET', KEYS[1], 'hold', fmt(untilAt)) end
+  extend(KEYS[1], holdMs + tonumber(ARGV[2]))
+end
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
+`;
+
+type ScriptName = "batch" | "renew" | "publish";
+const SCRIPTS: Readonly<Record<ScriptName, string>> = {
+  batch: BATCH,
+  renew: RENEW,
+  publish: PUBLISH,
+};
+
+/**
+ * Create the shared store on a connected Redis client, and (unless
+ * `subscribe: false`) subscribe to the channel of its prefix.
+ *
+ * @param client A connected node-redis client (or anything that fits {@link RedisScopesClient}).
+ * @param options Prefix, lease and idle times, process id.
+ * @returns The store, once its scripts are loaded and its channel subscribed.
+ * @throws {RangeError} for a bad option, naming it.
+ * @throws {RedisScopesError} (as a rejection) when Redis cannot be reached.
+ * @example Two processes' view of one scope
+ * ```ts
+ * import { createClient } from "redis";
+ * import { createRedisScopes } from "./redis_scopes.ts";
+ * const client = await createClient({ url: "redis://127.0.0.1:6390" }).connect();
+ * const scopes = await createRedisScopes(client, { prefix: "crawl-42:" });
+ * const got = await scopes.acquire(["example.com"], [{ concurrency: 2, delayMs: 500 }]);
+ * if (got.ok) await scopes.release(got.lease);
+ * await scopes.close();
+ * await client.close();
+ * ```
+ */
+export async function createRedisScopes(
+  client: RedisScopesClient,
+  options: RedisScopesOptions = {},
+): Promise<RedisScopes> {
+  const prefix = options.prefix ?? "politely:";
+  const leaseMs = options.leaseMs ?? 60_000;
+  const idleTtlMs = options.idleTtlMs ?? 60_000;
+  checkMs("leaseMs", leaseMs, 1);
+  checkMs("idleTtlMs", idleTtlMs, 1);
+  const store = new RedisScopesStore(
+    client,
+    prefix,
+    leaseMs,
+    idleTtlMs,
+    options.processId ?? crypto.randomUUID(),
+  );
+  await store.start(options.subscribe ?? true);
+  return store;
+}
+
+function checkMs(name: string, value: number, min: number): void {
+  if (!(typeof value === "number" && Number.isFinite(value) && value >= min)) {
+    throw new RangeError(
+      `Cannot create Redis scopes as '${name}' must be a finite number >= ${min}: current value is ${value}`,
+    );
+  }
+}
+
+/** The most acquires and releases in one script call (keeps one call's time in Redis short). */
+const MAX_BATCH = 256;
+
+/** An acquire or release waiting for its batch to be sent. */
+interface BatchOp {
+  readonly kind: "a" | "r";
+  readonly keys: readonly string[];
+  readonly args: readonly string[];
+  readonly scopes: readonly string[];
+  readonly resolve: (reply: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+class RedisScopesStore implements RedisScopes {
+  readonly prefix: string;
+  readonly processId: string;
+  readonly leaseMs: number;
+  readonly #idleTtlMs: number;
+  readonly #client: RedisScopesClient;
+  readonly #channel: string;
+  readonly #shas = new Map<ScriptName, string>();
+  readonly #messages = new Subject<SharedMessage>();
+  readonly #released = new Subject<readonly string[]>();
+  #subscriber: RedisScopesSubscriber | undefined;
+  /** This turn's acquires and releases, not sent yet. */
+  #batch: BatchOp[] | undefined;
+  #leases = 0;
+
+  readonly messages$: Observable<SharedMessage> = this.#messages.asObservable();
+  readonly released$: Observable<readonly string[]> = this.#released.asObservable();
+
+  constructor(
+    client: RedisScopesClient,
+    prefix: string,
+    leaseMs: number,
+    idleTtlMs: number,
+    processId: string,
+  ) {
+    this.#client = client;
+    this.prefix = prefix;
+    this.leaseMs = leaseMs;
+    this.#idleTtlMs = idleTtlMs;
+    this.processId = processId;
+    this.#channel = `${prefix}events`;
+  }
+
+  async start(subscribe: boolean): Promise<void> {
+    try {
+      for (const [name, script] of Object.entries(SCRIPTS) as [ScriptName, string][]) {
+        this.#shas.set(name, String(await this.#client.sendCommand(["SCRIPT", "LOAD", script])));
+      }
+      if (!subscribe) return;
+      const sub = this.#client.duplicate();
+      // An 'error' event without a listener would crash the process; the
+      // client reconnects by itself, and missed messages are covered by the
+      // state kept in Redis (holds, leases) and by polling.
+      sub.on("error", () => {});
+      await sub.connect();
+      this.#subscriber = sub;
+      await sub.subscribe(this.#channel, (message) => this.#receive(message));
+    } catch (error) {
+      this.#subscriber?.destroy();
+      throw new RedisScopesError(
+        `Cannot create Redis scopes as Redis failed: ${
+          error instanceof Error ? error.message : String(error)
+        }`,
+        "connect",
+        [],
+        { cause: error },
+      );
+    }
+  }
+
+  #receive(raw: string): void {
+    let message: SharedMessage;
+    try {
+      message = JSON.parse(raw) as SharedMessage;
+    } catch {
+      return; // not ours: somebody else publishes on the channel
+    }
+    if (typeof message !== "object" || message === null || message.from === this.processId) return;
+    if (message.type === "release" && Array.isArray(message.scopes)) {
+      const wake = this.#myTurn(message.scopes, message.next);
+      if (wake.length > 0) this.#released.next(wake);
+      this.#messages.next(message);
+    } else if (message.type === "backoff" && typeof message.scope === "string") {
+      this.#messages.next(message);
+    }
+  }
+
+  /**
+   * The released scopes this process's waiting requests should ask for: those
+   * whose turn is this process's, or nobody's (no process queued). `heads`
+   * is what the release script answered (per scope, the process first in the
+   * queue, '' for none); anything else wakes every scope.
+   */
+  #myTurn(scopes: readonly string[], heads: unknown): readonly string[] {
+    if (!Array.isArray(heads)) return scopes;
+    return scopes.filter((_, i) => {
+      const head: unknown = heads[i];
+      return typeof head !== "string" || head === "" || head === this.processId;
+    });
+  }
+
+  #queueKey(scope: string): string {
+    return `${this.prefix}queue:${scope}`;
+  }
+
+  #leaseKey(scope: string): string {
+    return `${this.prefix}lease:${scope}`;
+  }
+
+  #stateKey(scope: string): string {
+    return `${this.prefix}state:${scope}`;
+  }
+
+  /**
+   * Add an acquire or release to this turn's batch: everything asked in one
+   * turn goes to Redis in one script call at its end (releases first), so a
+   * process that releases and acquires at once pays one round trip, and a
+   * release wakes the others once per turn, not once per lease.
+   */
+  #enqueue(op: Omit<BatchOp, "resolve" | "reject">): Promise<unknown> {
+    let batch = this.#batch;
+    if (batch === undefined) {
+      const fresh: BatchOp[] = [];
+      batch = fresh;
+      this.#batch = fresh;
+      queueMicrotask(() => this.#send(fresh));
+    }
+    // A full batch goes as it is; later calls of the turn start the next one.
+    if (batch.length + 1 >= MAX_BATCH) this.#batch = undefined;
+    const ops = batch;
+    return new Promise((resolve, reject) => ops.push({ ...op, resolve, reject }));
+  }
+
+  #send(batch: BatchOp[]): void {
+    if (this.#batch === batch) this.#batch = undefined;
+    const ops = [
+      ...batch.filter((op) => op.kind === "r"),
+      ...batch.filter((op) => op.kind === "a"),
+    ];
+    const keys: string[] = [];
+    const args = [this.#channel, this.processId, String(ops.length)];
+    for (const op of ops) {
+      keys.push(...op.keys);
+      args.push(op.kind, String(op.keys.length), String(op.args.length), ...op.args);
+    }
+    let reply: Promise<unknown>;
+    try {
+      reply = this.#run("batch", keys, args);
+    } catch (error) {
+      reply = Promise.reject(error);
+    }
+    reply.then(
+      (replies) => {
+        const each = replies as readonly unknown[];
+        ops.forEach((op, i) => op.resolve(each[i]));
+      },
+      (error) => {
+        for (const op of ops) op.reject(error);
+        // The call may have run in Redis all the same (a client's time-out,
+        // a connection lost after sending): give back what its acquires may
+        // have been granted. Releasing a lease that was never granted does
+        // nothing; a failure here is the same failure again.
+        for (const op of ops) {
+          if (op.kind !== "a") continue;
+          const leaseId = op.args[0]!;
+          this.#enqueue({
+            kind: "r",
+            keys: op.scopes.flatMap((s) => [this.#leaseKey(s), this.#queueKey(s)]),
+            args: [leaseId, ...op.scopes],
+            scopes: op.scopes,
+          }).catch(() => {});
+        }
+      },
+    );
+  }
+
+  #run(name: ScriptName, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    // After SCRIPT FLUSH or a restart of Redis: EVAL caches the script again.
+    return runScript(this.#client, this.#shas.get(name)!, SCRIPTS[name], keys, args);
+  }
+
+  async acquire(
+    scopes: readonly string[],
+    limits: readonly ScopeLimits[],
+    options: AcquireOptions = {},
+  ): Promise<AcquireResult> {
+    if (scopes.length === 0 || limits.length !== scopes.length) {
+      throw new RangeError(
+        `Cannot acquire a lease as 'limits' must have one entry per scope (at least one): current value is ${limits.length} for ${scopes.length} scopes`,
+      );
+    }
+    const keys: string[] = [];
+    const patienceMs = options.patienceMs ?? 2_000;
+    if (!(patienceMs >= 0) || !Number.isFinite(patienceMs)) {
+      throw new RangeError(
+        `Cannot acquire a lease as 'patienceMs' must be a finite number >= 0: current value is ${patienceMs}`,
+      );
+    }
+    const args = [
+      `${this.processId}:${++this.#leases}`,
+      String(this.leaseMs),
+      String(this.#idleTtlMs),
+      this.processId,
+      patienceMs.toFixed(3),
+    ];
+    for (let i = 0; i < scopes.length; i++) {
+      const { concurrency, delayMs } = limits[i]!;
+      if (!(concurrency >= 1) || !(delayMs >= 0) || !Number.isFinite(delayMs)) {
+        throw new RangeError(
+          `Cannot acquire a lease as 'limits[${i}]' must have concurrency >= 1 and a finite delayMs >= 0: current value is ${
+            JSON.stringify(limits[i])
+          }`,
+        );
+      }
+      const scope = scopes[i]!;
+      keys.push(
+        this.#leaseKey(scope),
+        this.#stateKey(scope),
+        this.#queueKey(scope),
+        `${this.prefix}alive:${scope}`,
+      );
+      args.push(String(Math.floor(concurrency)), delayMs.toFixed(3));
+    }
+    let reply: unknown;
+    try {
+      reply = await this.#enqueue({ kind: "a", keys, args, scopes });
+    } catch (error) {
+      throw RedisScopesError.from("acquire", scopes, error);
+    }
+    const r = reply as readonly (string | number)[];
+    if (Number(r[0]) === 1) {
+      return {
+        ok: true,
+        lease: {
+          id: args[0]!,
+          scopes: [...scopes],
+          grantedAt: Number(r[1]),
+          expiresAt: Number(r[2]),
+        },
+      };
+    }
+    const expiry = Number(r[3]);
+    return {
+      ok: false,
+      waitMs: Number(r[1]),
+      full: Number(r[2]) === 1,
+      expiresInMs: expiry >= 0 ? expiry : undefined,
+    };
+  }
+
+  async release(lease: ScopeLease): Promise<void> {
+    let heads: unknown;
+    try {
+      heads = await this.#enqueue({
+        kind: "r",
+        keys: lease.scopes.flatMap((s) => [this.#leaseKey(s), this.#queueKey(s)]),
+        args: [lease.id, ...lease.scopes],
+        scopes: lease.scopes,
+      });
+    } catch (error) {
+      throw RedisScopesError.from("release", lease.scopes, error);
+    }
+    const wake = this.#myTurn(lease.scopes, heads);
+    if (wake.length > 0) this.#released.next(wake);
+  }
+
+  async renew(lease: ScopeLease): Promise<boolean> {
+    try {
+      const n = await this.#run(
+        "renew",
+        lease.scopes.map((s) => this.#leaseKey(s)),
+        [lease.id, String(this.leaseMs), String(this.#idleTtlMs)],
+      );
+      return Number(n) === lease.scopes.length;
+    } catch (error) {
+      throw RedisScopesError.from("renew", lease.scopes, error);
+    }
+  }
+
+  async publishBackoff(backoff: Omit<SharedBackoffMessage, "type" | "from">): Promise<void> {
+    const message: SharedBackoffMessage = {
+      type: "backoff",
+      from: this.processId,
+      scope: backoff.scope,
+      level: backoff.level,
+      delayMs: backoff.delayMs,
+      cause: backoff.cause,
+      hold: backoff.hold,
+    };
+    const holdMs = backoff.hold !== undefined && backoff.hold.ms > 0 ? backoff.hold.ms : 0;
+    try {
+      await this.#run("publish", [this.#stateKey(backoff.scope)], [
+        holdMs.toFixed(3),
+        String(this.#idleTtlMs),
+        this.#channel,
+        JSON.stringify(message),
+      ]);
+    } catch (error) {
+      throw RedisScopesError.from("publish", [backoff.scope], error);
+    }
+  }
+
+  async close(): Promise<void> {
+    const sub = this.#subscriber;
+    this.#subscriber = undefined;
+    this.#messages.complete();
+    this.#released.complete();
+    if (sub === undefined) return;
+    try {
+      await sub.close();
+    } catch {
+      sub.destroy(); // already broken: nothing to wait for
+    }
+  }
+}
