@@ -228,10 +228,10 @@ export class RampupController {
   /** Climbing by CLIMB per quiet round: no refused rate above is known. */
   #climb = false;
   /**
-   * `#hi` came from the first refusal alone, unpaced with few admits before:
-   * the pace read from a few sends over a real network says little (two sends
-   * a few ms apart at the site though far apart when sent), so reaching it
-   * quiet means climbing on.
+   * `#hi` came from the first refusal alone, unpaced with few admits before
+   * (with rampup, or sends at one instant): the pace read from a few sends
+   * over a real network says little (two sends a few ms apart at the site
+   * though far apart when sent), so reaching it quiet means climbing on.
    */
   #hiSoft = false;
   /**
@@ -768,7 +768,9 @@ export class RampupController {
    * the admitted requests that were in flight then, and the ones sent before
    * it still out (as if admitted). A site with a cap refuses at the cap, so
    * this is the cap; `#servedAtOnce` alone misses the long requests still
-   * out, and when latencies vary much they are the most.
+   * out, and when latencies vary much they are the most. With `pending`
+   * false (read again once those answers are in) only admitted requests
+   * count, those sent at the refused one's instant included.
    */
   #servedAt(sentAt: number, pending = true): number {
     let n = pending ? this.#sends.pendingBefore(sentAt) : 0;
@@ -1093,7 +1095,7 @@ export class RampupController {
       const seen = this.#capLimit < this.#capUpTo
         ? Math.min(this.#capUpTo, this.#servedAt(this.#capSentAt, false))
         : 0;
-      if (this.#capUpTo > 0) this.#capUpTo = 0;
+      this.#capUpTo = 0;
       if (seen > this.#capLimit && knobs.concurrency < top) {
         this.#capLimit = seen;
         this.#apply(knobs);

@@ -40,6 +40,19 @@ export function writeReport(file: string, value: unknown): void {
   writeFileSync(file, `${JSON.stringify(value, null, 2)}\n`);
 }
 
+/** The parts of vitest's JSON report read here. */
+interface VitestReport {
+  numPassedTests: number;
+  numFailedTests: number;
+  testResults: {
+    name: string;
+    /** "failed" also for a file that failed to load (it has no failed test). */
+    status: string;
+    message?: string;
+    assertionResults: { status: string; fullName: string; failureMessages?: string[] }[];
+  }[];
+}
+
 function attribute(tag: string, name: string): number {
   const match = new RegExp(`\\s${name}="(\\d+)"`).exec(tag);
   return match?.[1] === undefined ? 0 : Number(match[1]);
@@ -56,11 +69,7 @@ export function countReport(report: Report): Counts | undefined {
   const text = readFileSync(report.file, "utf8");
   switch (report.kind) {
     case "vitest-json": {
-      const json = JSON.parse(text) as {
-        numPassedTests: number;
-        numFailedTests: number;
-        testResults: { status: string; assertionResults: { status: string }[] }[];
-      };
+      const json = JSON.parse(text) as VitestReport;
       // A file that fails to load has no failed test, only a failed status.
       const brokenFiles =
         json.testResults.filter((file) =>
@@ -109,14 +118,7 @@ export function failedTests(report: Report): string[] {
   const text = readFileSync(report.file, "utf8");
   switch (report.kind) {
     case "vitest-json": {
-      const json = JSON.parse(text) as {
-        testResults: {
-          name: string;
-          status: string;
-          message?: string;
-          assertionResults: { status: string; fullName: string; failureMessages?: string[] }[];
-        }[];
-      };
+      const json = JSON.parse(text) as VitestReport;
       return json.testResults.flatMap((file) => {
         const failed = file.assertionResults.filter((t) => t.status === "failed");
         if (failed.length === 0) {
