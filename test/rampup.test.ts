@@ -181,6 +181,34 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(r.refused).toBeLessThanOrEqual(2);
   });
 
+  it("rampup counts in flight as the site does: a slow refusal still out holds no slot there", () => {
+    // A cap of 3 whose answers take 295 ms ± 50%: a refusal still on its
+    // way counted in the in-flight count of the sends after it, so sends
+    // "with 4 in flight" were admitted, the cap looked refuted and was read
+    // as a rate (0.64 of the site's). Those counts now go one down at the
+    // refusal.
+    const r = runZooCrawl({
+      site: {
+        name: "cap 3",
+        limiter: { shape: "concurrency", maxConcurrency: 3 },
+        latencyMs: 295,
+        latencyJitter: 0.5,
+        status: 429,
+      },
+      pages: 200,
+      seed: 20,
+      rampup: true,
+      events: true,
+    });
+    const steps = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    expect(steps.some((w) => w.startsWith("concurrency cap: refused with 4 in flight"))).toBe(
+      true,
+    );
+    expect(steps.some((w) => w.startsWith("refused at"))).toBe(false);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.9);
+    expect(r.refused).toBeLessThanOrEqual(2);
+  });
+
   it("ThrottlingScopeManager reads an answer's send time from DoneInfo.sentAt: answers recorded late still show a cap", () => {
     // On a real clock recordDone comes a little after the answer, so now -
     // latencyMs misses the send; the cap of 3 is only seen with sentAt.

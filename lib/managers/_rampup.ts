@@ -183,6 +183,8 @@ export class RampupController {
   /** When the last admitted answers came. */
   readonly #admitTimes = new Float64Array(RING);
   readonly #admitStarts = new Float64Array(RING);
+  /** Their in-flight counts at send (0: unknown), as `#admitAtF` counts them. */
+  readonly #admitF = new Uint8Array(RING);
   #admitCount = 0;
   /** Rampup's slow start: the concurrency this round grows to, one more per admitted answer. */
   #growTo = 0;
@@ -326,6 +328,7 @@ export class RampupController {
       this.#needsApply = true;
     }
     if ((sentAt ?? now) >= this.#cycleStart) this.#cycleAdmits++;
+    this.#admitF[this.#admitCount % RING] = f === undefined ? 0 : Math.min(f, MAX_F);
     this.#admitStarts[this.#admitCount % RING] = sentAt ?? now;
     this.#admitTimes[this.#admitCount++ % RING] = now;
     // Counted by send: requests in flight at the first refusal were sent
@@ -460,6 +463,7 @@ export class RampupController {
     // A send from before the controller existed: in flight now is the best guess.
     const f = sentAt === undefined ? undefined : this.#fOf(sentAt, true) ??
       (sentAt < this.#firstOwnSendAt ? Math.min(activeNow, MAX_F) : undefined);
+    if (sentAt !== undefined) this.#discount(sentAt);
     // Sent before (or at the instant of) the last cut: answered for by it.
     if (sentAt !== undefined && sentAt <= this.#lastCutAt) return undefined;
     if (sentAt !== undefined) this.#lastRefusedAt = sentAt;
@@ -814,6 +818,29 @@ export class RampupController {
       if (open > served) served = open;
     }
     return served;
+  }
+
+  /**
+   * The send at `sentAt` was refused, and a refusal holds no slot at the
+   * site: every send after it while its answer was on the way counted one
+   * more in flight than the site served. Their counts (admitted, and still
+   * out) go one down, so that a cap is read as the site counts (a cap of 3
+   * at 295 ms ± 50% admitted sends counted at 4, with a slow refusal still
+   * out, and was read as a rate: 0.64 of the site's).
+   */
+  #discount(sentAt: number): void {
+    this.#sends.discount(sentAt);
+    const count = Math.min(this.#admitCount, RING);
+    for (let k = 1; k <= count; k++) {
+      const i = (this.#admitCount - k) % RING;
+      if (!(this.#admitStarts[i]! > sentAt)) continue;
+      const f = this.#admitF[i]!;
+      if (f > 1) {
+        this.#admitAtF[f]!--;
+        this.#admitAtF[f - 1]!++;
+        this.#admitF[i] = f - 1;
+      }
+    }
   }
 
   /** Whether a send with `f` or more in flight was ever admitted (then `f` is no cap). */

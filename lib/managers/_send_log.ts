@@ -134,6 +134,19 @@ export class SendLog {
     return found;
   }
 
+  /**
+   * A send at `sentAt` was refused: a refusal holds no slot at the site, so
+   * the sends after it that are still unanswered had one fewer in flight
+   * there than they counted.
+   */
+  discount(sentAt: number): void {
+    this.#back((at, f, i) => {
+      if (at <= sentAt + SAME_INSTANT_MS) return false;
+      if (f > 1) this.#inFlight[i] = f - 1;
+      return true;
+    });
+  }
+
   /** Copies the sends of `other` in, oldest first. */
   copyFrom(other: SendLog): void {
     const n = Math.min(other.count, other.capacity);

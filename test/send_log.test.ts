@@ -1,0 +1,26 @@
+import { describe, expect, it } from "vitest";
+import { SendLog } from "../lib/managers/_send_log.ts";
+
+describe("SendLog", () => {
+  it("take finds a send's in-flight count once: a refusal the highest of an instant, an admit the lowest", () => {
+    const log = new SendLog(8);
+    log.push(0, 1);
+    log.push(10, 2);
+    log.push(10, 3);
+    expect(log.take(10, true)).toBe(3);
+    expect(log.take(10, true)).toBe(2);
+    expect(log.take(10, true)).toBeUndefined();
+    expect(log.take(0, false)).toBe(1);
+  });
+
+  it("discount: the sends after a refused one, still unanswered, had one fewer in flight at the site", () => {
+    const log = new SendLog(8);
+    for (const [at, f] of [[0, 1], [5, 2], [5, 3], [7, 3], [8, 4], [9, 1]] as const) {
+      log.push(at, f);
+    }
+    expect(log.take(7, false)).toBe(3); // answered: not discounted
+    log.discount(5);
+    // The sends at 5 are the refused one's instant; 8 goes down; 9 stays at its floor of 1.
+    expect([5, 5, 8, 9, 0].map((at) => log.take(at, true))).toEqual([3, 2, 3, 1, 1]);
+  });
+});
