@@ -209,6 +209,27 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(r.refused).toBeLessThanOrEqual(2);
   });
 
+  it("a block that ends with one admit and a refusal right after is a bucket's refill, not a window's reset", () => {
+    // A bucket of 38 at 2/s: its burst ran out, the block of refusals ended
+    // with one admitted probe and was read as a window of 32/s; the window's
+    // pace was refused at once and another block found the rate (19 refused).
+    const r = runZooCrawl({
+      site: {
+        name: "bucket 2/s of 38",
+        limiter: { shape: "token-bucket", ratePerSec: 2, burst: 38 },
+        latencyMs: 108,
+        status: 503,
+      },
+      pages: 200,
+      seed: 16,
+      events: true,
+    });
+    const steps = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    expect(steps.some((w) => w.includes("admitted since the block: no window"))).toBe(true);
+    expect(r.refused).toBeLessThanOrEqual(15);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.95);
+  });
+
   it("ThrottlingScopeManager reads an answer's send time from DoneInfo.sentAt: answers recorded late still show a cap", () => {
     // On a real clock recordDone comes a little after the answer, so now -
     // latencyMs misses the send; the cap of 3 is only seen with sentAt.

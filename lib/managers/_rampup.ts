@@ -651,7 +651,25 @@ export class RampupController {
     if (this.#windowRate > 0 && est !== undefined && est < this.#windowRate / 3) {
       this.#windowRate = 0;
     }
-    if (this.rate !== Infinity && this.#windowRate > 0) {
+    const reopened = this.#windowRate > 0 && sentAt >= this.#windowAt &&
+      this.#periodAdmits < WINDOW_MIN_ADMITS && !Number.isNaN(this.#episodeStart) &&
+      sentAt > this.#episodeStart;
+    if (reopened) {
+      // Refused with fewer than WINDOW_MIN_ADMITS admitted since the block
+      // ended: a window re-opens with its whole quota (a sliding one frees
+      // its slots at the pace they were taken), a bucket whose burst ran out
+      // with the one token it refilled. What it admitted since its first
+      // refusal is its rate (a bucket of 38 at 2/s read as a window of 32/s
+      // took another block of refusals to find it).
+      this.#windowRate = 0;
+      const since = Math.max(1, sentAt - this.#episodeStart);
+      next = Math.min(pace * CUT_FACTOR, (Math.max(1, this.#episodeAdmits) * 1000) / since);
+      // Read from one or two admits: twice it bounds the search.
+      this.#hi = Math.min(this.#hi, 2 * next);
+      why = `refused at ${
+        fmt(pace)
+      }/s with ${this.#periodAdmits} admitted since the block: no window, rate ${fmt(next)}/s`;
+    } else if (this.rate !== Infinity && this.#windowRate > 0) {
       // A window site refuses the request past its quota, whatever the pace
       // within the window: the pace was above the window's rate, which lies
       // between the last window's estimate and this pace.
@@ -970,6 +988,7 @@ export class RampupController {
       // Room above it for the guess's error.
       this.#hi = est * WINDOW_HEADROOM;
       this.#windowRate = est;
+      this.#windowAt = now;
       // A round shorter than the window says nothing of it.
       this.#windowPeriodMs = Math.min(period, this.limits.windowMs);
       this.rate = this.#clampRate(ESTIMATE_SHARE * est);
@@ -991,6 +1010,8 @@ export class RampupController {
 
   /** The rate of the last window read from a block (0: no window seen). */
   #windowRate = 0;
+  /** When the last window was read from a block. */
+  #windowAt = 0;
   /** When the last refused request of the current block was sent. */
   #lastRefusedAt = Number.NaN;
 
