@@ -619,6 +619,59 @@ describe("createZooSite() in virtual time", () => {
     expect(answered).toEqual([10.5, 13]);
   });
 
+  it("createZooSite(): an answer is read inboundMs after the site sent it, and its slot was freed when it was sent", () => {
+    const scheduler = new VirtualTimeScheduler();
+    const site = createZooSite(
+      { name: "cap 1", limiter: { shape: "concurrency", maxConcurrency: 1 }, latencyMs: 10 },
+      scheduler,
+      { inboundMs: () => 4 },
+    );
+    const answered: number[] = [];
+    site.download("http://zoo.test/a").subscribe(() => answered.push(scheduler.now()));
+    // Sent after the site answered the first (at 10) but before the client read it (at 14).
+    scheduler.schedule(() => {
+      site.download("http://zoo.test/b").subscribe((r) => answered.push(r.status));
+    }, 12);
+    scheduler.flush();
+    expect(answered).toEqual([14, 200]);
+  });
+
+  it("createZooSite(): a site that frees a slot releaseLagMs after it answered refuses a request sent as the answer is read", () => {
+    const run = (lagMs: number) => {
+      const scheduler = new VirtualTimeScheduler();
+      const site = createZooSite(
+        { name: "cap 1", limiter: { shape: "concurrency", maxConcurrency: 1 }, latencyMs: 10 },
+        scheduler,
+        lagMs > 0 ? { releaseLagMs: () => lagMs } : {},
+      );
+      const statuses: number[] = [];
+      // The next request goes as soon as the answer is read, as a client at its cap does.
+      site.download("http://zoo.test/a").subscribe(() => {
+        site.download("http://zoo.test/b").subscribe((r) => statuses.push(r.status));
+      });
+      scheduler.flush();
+      return statuses;
+    };
+    expect(run(0)).toEqual([200]);
+    expect(run(1)).toEqual([429]);
+  });
+
+  it("runZooCrawl() passes inboundJitterMs and releaseLagMs to the site", () => {
+    const site: ZooSiteSpec = {
+      name: "cap 1",
+      limiter: { shape: "concurrency", maxConcurrency: 1 },
+      latencyMs: 100,
+    };
+    const plain = runZooCrawl({ site, pages: 30 });
+    expect(runZooCrawl({ site, pages: 30, inboundJitterMs: 50 }).measuredMs).toBeGreaterThan(
+      plain.measuredMs,
+    );
+    // The site frees each slot 200 ms after it answered: the next request finds it taken.
+    const lagging = runZooCrawl({ site, pages: 30, releaseLagMs: 200 });
+    expect(lagging.refused).toBeGreaterThan(plain.refused);
+    expect(lagging.measuredMs).toBeGreaterThan(2 * plain.measuredMs);
+  });
+
   it("createZooSite(): a request aborted before it reaches the site never arrives and errors with the reason", () => {
     const scheduler = new VirtualTimeScheduler();
     const site = createZooSite(

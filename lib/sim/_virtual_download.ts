@@ -35,7 +35,8 @@ function abortReason(signal: AbortSignal): unknown {
 /**
  * A cold observable of one request: `decide(now, url)` at subscription (or
  * `outboundMs` later: the time the request takes to reach the site), the
- * answer after its latency. An already aborted `signal` errors at once and
+ * answer after its latency (and `inboundMs` more before the client reads it;
+ * the site freed what it held when it answered). An already aborted `signal` errors at once and
  * nothing arrives; an abort in flight errors with `signal.reason`, as
  * `fetch` rejects.
  *
@@ -49,6 +50,8 @@ export function virtualDownload(
   decide: (now: number, url: string) => VirtualAnswer,
   label: (url: string) => string = (url) => url,
   outboundMs = 0,
+  inboundMs = 0,
+  releaseLagMs = 0,
 ): Observable<VirtualResponse> {
   if (outboundMs > 0) {
     // The request reaches the site `outboundMs` after it was sent (a real
@@ -68,9 +71,18 @@ export function virtualDownload(
       const trip = timer(outboundMs, scheduler).subscribe(() => {
         signal?.removeEventListener("abort", onAbort);
         inner.add(
-          virtualDownload(scheduler, recorder, request, signal, decide, label).subscribe(
-            subscriber,
-          ),
+          virtualDownload(
+            scheduler,
+            recorder,
+            request,
+            signal,
+            decide,
+            label,
+            0,
+            inboundMs,
+            releaseLagMs,
+          )
+            .subscribe(subscriber),
         );
       });
       return () => {
@@ -103,16 +115,30 @@ export function virtualDownload(
       subscriber.error(abortReason(signal!));
     };
     signal?.addEventListener("abort", onAbort);
-    const answer = timer(d.latencyMs, scheduler).subscribe(() => {
-      // Free the slot before emitting: a client may send its next request
-      // synchronously from this `next`, and that arrival must see the slot free.
-      finish(false);
+    const emit = () => {
       subscriber.next({ status: d.status, headers: d.headers, url });
       subscriber.complete();
+    };
+    let read: Subscription | undefined;
+    let lag: Subscription | undefined;
+    const answer = timer(d.latencyMs, scheduler).subscribe(() => {
+      // Free the slot before emitting: a client may send its next request
+      // synchronously from this `next`, and that arrival must see the slot
+      // free. Unless the site frees it `releaseLagMs` later (it counts a
+      // request until its answer is flushed), and a next request can find it
+      // still taken.
+      if (releaseLagMs > 0) lag = timer(releaseLagMs, scheduler).subscribe(() => finish(false));
+      else finish(false);
+      // The client reads the answer `inboundMs` after the site sent it (and
+      // freed the slot): a busy event loop reads a burst of answers one by one.
+      if (inboundMs > 0) read = timer(inboundMs, scheduler).subscribe(emit);
+      else emit();
     });
     return () => {
       answer.unsubscribe();
-      finish(true);
+      read?.unsubscribe();
+      // Answered, with the slot still held: it is freed at its time.
+      if (lag === undefined) finish(true);
     };
   });
 }

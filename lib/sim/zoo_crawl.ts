@@ -40,6 +40,20 @@ export interface ZooCrawlOptions {
    * measured about 0.6-1.5 ms, spikes to 5 ms: J = 6 models it. @default 0
    */
   readonly outboundJitterMs?: number;
+  /**
+   * The same noise on the way back: each answer is read `u⁴ × J` ms after
+   * the site sent it and freed its slot (a busy event loop reads a burst of
+   * answers one by one), so the client counts in flight requests the site
+   * is done with. @default 0
+   */
+  readonly inboundJitterMs?: number;
+  /**
+   * The site frees a request's slot `u⁴ × L` ms after it answered (a server
+   * that counts a request until its answer is flushed; the loopback zoo
+   * server frees it at the response's `close`): a next request sent as the
+   * answer is read can find the slot still taken. @default 0
+   */
+  readonly releaseLagMs?: number;
 }
 
 /** What one crawl measured. */
@@ -84,9 +98,15 @@ export function runZooCrawl(options: ZooCrawlOptions): ZooCrawlResult {
   const scheduler = new VirtualTimeScheduler(undefined, options.limitMs ?? 3_600_000);
   const jitter = options.outboundJitterMs ?? 0;
   const noise = seededRandom((options.seed ?? 1) + 7919);
+  const back = options.inboundJitterMs ?? 0;
+  const backNoise = seededRandom((options.seed ?? 1) + 15_485_863);
+  const lagMs = options.releaseLagMs ?? 0;
+  const lagNoise = seededRandom((options.seed ?? 1) + 32_452_843);
   const site = createZooSite(options.site, scheduler, {
     random: seededRandom((options.seed ?? 1) + 104_729),
     ...(jitter > 0 ? { outboundMs: () => noise() ** 4 * jitter } : {}),
+    ...(back > 0 ? { inboundMs: () => backNoise() ** 4 * back } : {}),
+    ...(lagMs > 0 ? { releaseLagMs: () => lagNoise() ** 4 * lagMs } : {}),
   });
   const throttler = createThrottler(options.settings ?? {}, {
     scheduler,

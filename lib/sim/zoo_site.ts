@@ -27,6 +27,17 @@ export interface ZooSiteOptions {
    * are not the gaps the client sent). None when absent.
    */
   readonly outboundMs?: () => number;
+  /**
+   * Time each answer takes to be read by the client after the site sent it
+   * (and freed the request's slot), drawn per request. None when absent.
+   */
+  readonly inboundMs?: () => number;
+  /**
+   * Time the site keeps a request's slot after it answered, drawn per
+   * request (a server that counts a request until its answer is flushed).
+   * None when absent.
+   */
+  readonly releaseLagMs?: () => number;
   /** Draws the latencies of a site with `latencyJitter`. @default a fixed seed */
   readonly random?: () => number;
 }
@@ -47,6 +58,8 @@ export function createZooSite(
 ): ZooSite {
   const limiter = createZooLimiter(spec, options.random ? { random: options.random } : {});
   const outbound = options.outboundMs;
+  const inbound = options.inboundMs;
+  const lag = options.releaseLagMs;
   const recorder = createStatsRecorder();
   function download(
     request: unknown,
@@ -60,6 +73,8 @@ export function createZooSite(
       (now) => limiter.arrive(now),
       undefined,
       outbound?.() ?? 0,
+      inbound?.() ?? 0,
+      lag?.() ?? 0,
     );
   }
   return { spec, download, stats: () => recorder.snapshot() };
