@@ -151,7 +151,12 @@ export function backoffOn<R, T>(
           b.holdSource ?? "retry-after",
         );
       }
-      if (b.announced !== undefined) throttler.recordAnnounced(scope, b.announced);
+      if (b.announced !== undefined) {
+        throttler.recordAnnounced(
+          scope,
+          outcome.sentAt === undefined ? b.announced : { ...b.announced, sentAt: outcome.sentAt },
+        );
+      }
       if (b.remaining !== undefined || b.consumed !== undefined) {
         throttler.reconcileQuota(
           scope,

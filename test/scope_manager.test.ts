@@ -506,6 +506,29 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     }
   });
 
+  it("ThrottlingScopeManager.recordAnnounced() reads an answer that comes out of order as older news", () => {
+    // [what the late answer (sent at 20, read at 120) says, quota shown after it]
+    const table: [{ remaining: number; resetInMs: number }, { used: number; resetsAt: number }][] =
+      [
+        // A remaining above the last one is no new window: the budget stays spent as told.
+        [{ remaining: 6, resetInMs: 1_000 }, { used: 5, resetsAt: 1_100 }],
+        // A spent budget was spent in the window the newer answer told of: no hold.
+        [{ remaining: 0, resetInMs: 1_000 }, { used: 5, resetsAt: 1_100 }],
+      ];
+    for (const [late, quota] of table) {
+      const m = manager({ delayMs: 0, concurrency: 4 });
+      m.recordAnnounced(100, { limit: 10, remaining: 5, resetInMs: 1_000, sentAt: 50 });
+      m.recordAnnounced(120, { limit: 10, ...late, sentAt: 20 });
+      expect({ late, quota: m.state(120).quota }).toEqual({ late, quota: { limit: 10, ...quota } });
+      expect(m.state(120).holdUntil).toBe(0);
+    }
+    // In order, the same answer is news: a new window, or a spent budget held until its reset.
+    const inOrder = manager({ delayMs: 0, concurrency: 4 });
+    inOrder.recordAnnounced(100, { limit: 10, remaining: 5, resetInMs: 1_000, sentAt: 50 });
+    inOrder.recordAnnounced(120, { limit: 10, remaining: 0, resetInMs: 1_000, sentAt: 60 });
+    expect(inOrder.state(120).holdUntil).toBe(1_100);
+  });
+
   it("ThrottlingScopeManager.recordBackoff() with explained takes the hold only: no step, no rampup cut", () => {
     const plain = manager({ delayMs: 0, concurrency: 4 });
     plain.recordBackoff(0, { holdMs: 5_000, explained: true });

@@ -47,6 +47,12 @@ export interface AnnouncedBudget {
   readonly remaining?: number;
   /** Time until the window resets (remaining back to the limit), ms. */
   readonly resetInMs?: number;
+  /**
+   * When the announcing request was sent (scheduler time): the server
+   * counted it between then and the answer, which bounds when a window
+   * began (see `ThrottlingScopeManager.recordAnnounced`).
+   */
+  readonly sentAt?: number;
 }
 
 /** How a request settled, for managers that learn from latency. */
