@@ -529,6 +529,26 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     expect(inOrder.state(120).holdUntil).toBe(1_100);
   });
 
+  it("ThrottlingScopeManager.recordAnnounced() holds a spent budget no longer than its own sends say the window frees a slot", () => {
+    // 3 per second said in the policy; resets in whole seconds (up to a second
+    // late). The third-last send plus the window (and 2%) is when a sliding
+    // window frees its oldest slot, and after a fixed window's reset.
+    // [sends after the first answer, hold end after "remaining 0, reset in 1 s" at 500]
+    const table: [number[], number][] = [
+      [[100, 110, 120], 1_120],
+      [[100, 110, 120, 400], 1_130],
+      // Fewer sends than the quota: the announced reset.
+      [[100, 110], 1_500],
+    ];
+    for (const [sends, holdUntil] of table) {
+      const m = manager({ delayMs: 0, concurrency: 8 });
+      m.recordAnnounced(50, { limit: 3, windowMs: 1_000 });
+      for (const t of sends) m.recordSent(t);
+      m.recordAnnounced(500, { limit: 3, windowMs: 1_000, remaining: 0, resetInMs: 1_000 });
+      expect({ sends, holdUntil: m.state(500).holdUntil }).toEqual({ sends, holdUntil });
+    }
+  });
+
   it("ThrottlingScopeManager.recordBackoff() with explained takes the hold only: no step, no rampup cut", () => {
     const plain = manager({ delayMs: 0, concurrency: 4 });
     plain.recordBackoff(0, { holdMs: 5_000, explained: true });

@@ -839,6 +839,31 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     expect(r.efficiency).toBeGreaterThanOrEqual(0.9);
   });
 
+  it("a sliding window announced in whole seconds is held only until the scope's own sends free a slot", () => {
+    // 24 per 2 s, IETF fields: a spent budget's reset is told in whole
+    // seconds, up to a second late; the 24th-last send plus the window is
+    // when the oldest slot frees (0.85 with rampup when the told reset was
+    // waited out).
+    const site: ZooSiteSpec = {
+      name: "sliding 24/2 s ietf",
+      limiter: { shape: "sliding-window", quota: 24, windowMs: 2_000 },
+      latencyMs: 53,
+      announce: "ietf",
+      retryAfter: "date",
+    };
+    for (const ramp of [true, false]) {
+      const r = runZooCrawl({
+        site,
+        pages: 200,
+        seed: 17,
+        rampup: ramp,
+        settings: { retry: { times: 10 } },
+      });
+      expect({ ramp, ok: r.ok, refused: r.refused }).toEqual({ ramp, ok: 200, refused: 0 });
+      expect(r.efficiency).toBeGreaterThanOrEqual(0.9);
+    }
+  });
+
   it("a bucket whose burst ran out just as slow start reached its top is a rate, not a concurrency cap", () => {
     // Refused with 8 in flight, then again with 7 after the Retry-After hold
     // (the site had served 7 at once): lowering the cap one by one, a second

@@ -433,7 +433,11 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     }
     const resetAt = a.sameReset(now, now + resetInMs, remaining);
     if (remaining < 1) {
-      const hold = Math.min(resetAt - now, this.config.backoff.maxDelayMs);
+      const freed = a.freedBy();
+      const hold = Math.min(
+        Math.max(0, Math.min(resetAt, freed) - now),
+        this.config.backoff.maxDelayMs,
+      );
       if (now + hold > x.holdUntil) x.holdUntil = now + hold;
       a.start(now, now + hold, 0);
     } else {
@@ -802,6 +806,10 @@ class AnnouncedWindow {
   }
 
   onSent(now: number): void {
+    if (this.limit <= SENDS_FOR_FREED && !this.inferred) {
+      const sent = this.#sent ??= new Float64Array(SENDS_FOR_FREED);
+      sent[this.#sentCount++ % SENDS_FOR_FREED] = now;
+    }
     if (!(now < this.resetAt)) {
       if (Number.isNaN(this.resetAt)) return;
       this.#roll(now);
@@ -809,6 +817,24 @@ class AnnouncedWindow {
     }
     this.left--;
     this.lastSentAt = now;
+  }
+
+  /** The scope's last sends (at most SENDS_FOR_FREED), for `freedBy`. */
+  #sent: Float64Array | undefined;
+  #sentCount = 0;
+
+  /**
+   * When the window surely frees a slot again, from the scope's own sends:
+   * the `limit`-th last send plus the window (Infinity: not known). A sliding
+   * window frees the slot of its oldest request then; a fixed window began
+   * before that send, and so resets before then too. Resets are announced in
+   * whole seconds (up to a second late), this is as late as the sends say.
+   */
+  freedBy(): number {
+    const sent = this.#sent;
+    const n = this.limit;
+    if (sent === undefined || !(this.windowMs > 0) || !(n <= this.#sentCount)) return Infinity;
+    return sent[(this.#sentCount - n) % SENDS_FOR_FREED]! + this.windowMs * (1 + FREED_MARGIN);
   }
 
   /** The learned quota as `ScopeState.quota` shows it. */
@@ -845,6 +871,11 @@ const INFERRED_STEP = 0.03;
 
 /** The most an inferred window shortens by per quiet window (the step doubles from INFERRED_STEP). */
 const INFERRED_STEP_MAX = 0.4;
+/** Sends an announced quota keeps to tell when its window frees a slot (quotas up to this many). */
+const SENDS_FOR_FREED = 64;
+/** A slot freed by the scope's own sends is counted free this share of the window later (arrivals come after sends). */
+const FREED_MARGIN = 0.02;
+
 /** Quiet windows at half the told window before the holds are taken to tell no window. */
 const INFERRED_OUTGROWN = 4;
 
