@@ -17,6 +17,7 @@ import {
 import { filter, take } from "rxjs/operators";
 import type { DownloadContext, DownloadFn } from "../download.ts";
 import type { Throttler } from "../throttler/throttler.ts";
+import type { RequestScopes } from "../scopes/scopes.ts";
 import { timerDelay } from "../util/_timer.ts";
 import {
   type AcquireResult,
@@ -178,15 +179,55 @@ export function sharedDownload<R, T>(
       return () => t.unsubscribe();
     });
 
-  const limitsOf = (names: readonly string[]): ScopeLimits[] =>
-    names.map((scope) => {
+  const limitsOf = (
+    names: readonly string[],
+    amounts: readonly (number | undefined)[] | undefined,
+  ): ScopeLimits[] =>
+    names.map((scope, i) => {
       const state = throttler.state(scope);
-      if (state !== undefined) {
-        return { concurrency: Math.max(1, state.concurrency), delayMs: state.delayMs };
-      }
-      const config = throttler.scopeConfig(scope);
-      return { concurrency: Math.max(1, config.concurrency), delayMs: config.delayMs };
+      const base = state ?? throttler.scopeConfig(scope);
+      const limits = { concurrency: Math.max(1, base.concurrency), delayMs: base.delayMs };
+      const amount = amounts?.[i];
+      if (amount === undefined || !(amount > 0)) return limits;
+      // The configured quota, as the gate checks it locally: Redis counts
+      // every process's amounts in one window.
+      const { quota, windowMs } = throttler.scopeConfig(scope);
+      return quota === undefined
+        ? limits
+        : { ...limits, quota: { limit: quota, windowMs, amount } };
     });
+
+  /**
+   * A request's quota amounts, index for index with `names`, when one of its
+   * scopes has a configured quota (`undefined` otherwise, or when its scopes
+   * cannot be worked out again: the gate already did, so that is not for here
+   * to fail on). The context carries only the names; the throttler resolves
+   * the amounts as the gate did.
+   */
+  const amountsOf = (
+    request: R,
+    names: readonly string[],
+  ):
+    | (readonly (number | undefined)[] | undefined)
+    | PromiseLike<
+      readonly (number | undefined)[] | undefined
+    > => {
+    if (!names.some((scope) => throttler.scopeConfig(scope).quota !== undefined)) return undefined;
+    const align = (resolved: RequestScopes) => {
+      const given = resolved.amounts;
+      if (given === undefined) return undefined;
+      return names.map((scope) => {
+        const i = resolved.names.indexOf(scope);
+        return i < 0 ? undefined : given[i];
+      });
+    };
+    try {
+      const resolved = throttler.resolveScopes(request);
+      return resolved instanceof Promise ? resolved.then(align, () => undefined) : align(resolved);
+    } catch {
+      return undefined;
+    }
+  };
 
   // One request per scope set asks Redis at a time; the others of the set
   // wait here in order (a release wakes one asker per process, not every
@@ -230,6 +271,8 @@ export function sharedDownload<R, T>(
     new Observable<T>((subscriber) => {
       const names = context.scopes;
       const key = JSON.stringify(names);
+      /** The request's quota amounts (see `amountsOf`). */
+      let amounts: readonly (number | undefined)[] | undefined;
       /** This request's place while it waits in its line (not asking yet). */
       let member: LineMember | undefined;
       /** This request is its line's asker. */
@@ -309,7 +352,10 @@ export function sharedDownload<R, T>(
               post("acquires", () => {
                 if (gone) return; // unsubscribed before it went out: nothing to ask
                 try {
-                  scopes.acquire(names, limitsOf(names), { patienceMs }).then(resolve, reject);
+                  scopes.acquire(names, limitsOf(names, amounts), { patienceMs }).then(
+                    resolve,
+                    reject,
+                  );
                 } catch (error) {
                   reject(error);
                 }
@@ -457,7 +503,18 @@ export function sharedDownload<R, T>(
         }));
       };
 
-      join();
+      const found = amountsOf(request, names);
+      if (found !== undefined && typeof (found as PromiseLike<unknown>).then === "function") {
+        // Scopes that resolve later (a per-IP scope): join the line once known.
+        (found as PromiseLike<readonly (number | undefined)[] | undefined>).then((a) => {
+          if (closed) return;
+          amounts = a;
+          join();
+        });
+      } else {
+        amounts = found as readonly (number | undefined)[] | undefined;
+        join();
+      }
       return () => {
         closed = true;
         if (member !== undefined) lines.get(key)?.delete(member);
