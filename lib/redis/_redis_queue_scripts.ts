@@ -22,10 +22,47 @@
  * @module
  */
 import { type RedisCommandSender, runScript, scriptSha } from "./_redis_script.ts";
+import type { QueueScopes } from "../queue/request_queue.ts";
 
 /** The key base of a job: the prefix inside a hash tag, unless it already has one. */
 export function queueKeyBase(prefix: string): string {
   return /\{[^}]+\}/.test(prefix) ? `${prefix}q:` : `{${prefix}}q:`;
+}
+
+/**
+ * A scope set's key: its scopes sorted, joined by NUL; when the request
+ * carries quota amounts, SOH and the amounts in the same order (NUL between,
+ * '' for a scope without). Requests of one set then share their amounts, so
+ * the head a take checks against the worker's throttler has the amounts of
+ * every request behind it (as `RequestQueue` checks its head's amounts).
+ * A set without amounts keeps the key of a job queued before amounts were
+ * part of it.
+ *
+ * @param s The request's scopes and amounts.
+ * @returns The key.
+ */
+export function scopeSetKey(s: QueueScopes): string {
+  const { scopes, amounts } = s;
+  const some = amounts !== undefined && amounts.some((a) => a !== undefined && a > 0);
+  if (scopes.length === 1) return some ? `${scopes[0]!}\u0001${amounts![0]}` : scopes[0]!;
+  const order = scopes.map((_, i) => i).sort((a, b) => scopes[a]! < scopes[b]! ? -1 : 1);
+  const names = order.map((i) => scopes[i]!).join("\u0000");
+  return some ? `${names}\u0001${order.map((i) => amounts![i] ?? "").join("\u0000")}` : names;
+}
+
+/**
+ * The scopes and amounts of a scope set's key ({@link scopeSetKey}).
+ *
+ * @param key A scope set's key.
+ * @returns Its scopes, and its amounts when it has them.
+ */
+export function parseScopeSetKey(key: string): QueueScopes {
+  const soh = key.indexOf("\u0001");
+  if (soh < 0) return { scopes: key.split("\u0000") };
+  return {
+    scopes: key.slice(0, soh).split("\u0000"),
+    amounts: key.slice(soh + 1).split("\u0000").map((a) => a === "" ? undefined : Number(a)),
+  };
 }
 
 /** The fixed keys every script is given, in this order. */

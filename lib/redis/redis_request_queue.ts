@@ -45,10 +45,12 @@ import { outagePauseMs, scheduleAfter, sleepOn } from "../util/_timer.ts";
 import type { RedisCommandSender } from "./_redis_script.ts";
 import { describeValue } from "../settings/_describe_value.ts";
 import {
+  parseScopeSetKey,
   queueKeyBase,
   queueKeys,
   type QueueScriptName,
   runQueueScript,
+  scopeSetKey,
 } from "./_redis_queue_scripts.ts";
 import type { CrawlQueue, CrawlQueueDone } from "../queue/crawl_queue.ts";
 import { readRedisQueueStatus, type RedisQueueStatus } from "./redis_queue_status.ts";
@@ -287,8 +289,8 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   #toTry: string[] = [];
   /** READY's first scope sets, as the last take saw them. */
   #heads: readonly string[] = [];
-  /** `#heads` split into their scope names (split once per take, read at every change). */
-  #headScopes: readonly string[][] = [];
+  /** `#heads` split into their scopes and amounts (split once per take, read at every change). */
+  #headScopes: readonly QueueScopes[] = [];
   #headsKnown = false;
   /** This worker's turn among scope sets of equal priority: where its next take's window starts. */
   #offset: number;
@@ -394,13 +396,13 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
    * @throws {InvalidRequestError} When the request has no usable URL or scopes, or cannot be serialized.
    */
   enqueue(request: R, options?: { readonly start?: boolean }): boolean {
-    let scopes: readonly string[];
+    let scopes: QueueScopes;
     let fp = "";
     let data: unknown;
     const meta = requestMeta(request);
     try {
-      scopes = this.#scopesOf(request).scopes;
-      if (scopes.length === 0) {
+      scopes = this.#scopesOf(request);
+      if (scopes.scopes.length === 0) {
         throw new InvalidRequestError(
           "Cannot enqueue request as it has no scopes: current value is []",
           { input: request, field: "scopes" },
@@ -427,7 +429,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
         { input: request, field: "serialize" },
       );
     }
-    const set = scopes.length === 1 ? scopes[0]! : [...scopes].sort().join("\u0000");
+    const set = scopeSetKey(scopes);
     const depth = this.#depthOf ? this.#depthOf(request) : metaDepth(meta);
     const priority = requestPriority(request) - depth * this.#depthPriority;
     const score = String(priority === 0 ? 0 : -priority);
@@ -675,7 +677,8 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     const out: string[] = [];
     const heads = this.#heads;
     for (let i = 0; i < heads.length; i++) {
-      const w = this.#view.waitMs(this.#headScopes[i]!, undefined);
+      const head = this.#headScopes[i]!;
+      const w = this.#view.waitMs(head.scopes, head.amounts);
       if (w > 0 || Number.isNaN(w)) {
         out.push(heads[i]!);
         if (out.length >= MAX_EXCLUDED) break;
@@ -847,7 +850,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     this.#pending = Number(queued);
     this.#leased = Number(leased);
     this.#heads = heads;
-    this.#headScopes = heads.map((set) => set.split("\u0000"));
+    this.#headScopes = heads.map(parseScopeSetKey);
     if (!this.#headsKnown) {
       this.#headsKnown = true;
       return true;
