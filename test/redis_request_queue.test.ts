@@ -7,7 +7,9 @@ import {
   type RedisRequestQueueOptions,
 } from "../lib/redis/redis_request_queue.ts";
 import { readRedisQueueStatus } from "../lib/redis/redis_queue_status.ts";
-import type { QueueThrottleView } from "../lib/queue/request_queue.ts";
+import { type QueueThrottleView, RequestQueue } from "../lib/queue/request_queue.ts";
+import { takeRequestDelayed } from "../lib/_request_delay.ts";
+import type { CrawlQueue } from "../lib/queue/crawl_queue.ts";
 import { createThrottler } from "../lib/throttler/throttler.ts";
 import { connectRedis, onCleanup, type RedisClient, runCleanups } from "./_helpers/redis.ts";
 
@@ -43,7 +45,7 @@ async function worker<R = string>(
  * request (default: done at once). Resolves when requests$ completes.
  */
 function drain<R>(
-  queue: RedisRequestQueue<R>,
+  queue: Pick<CrawlQueue<R>, "requests$" | "markDone">,
   end: (r: R) => void = (r) => queue.markDone(r),
 ): { got: R[]; done: Promise<R[]>; stop: () => void } {
   const got: R[] = [];
@@ -389,6 +391,51 @@ describe("RedisRequestQueue", () => {
       // The window has room again: the throttler's change lets the big one go.
       throttler.reconcileQuota("api.test", { remaining: 10 });
       expect((await run.done).map((r) => r.url)).toContain(big.url);
+    },
+    HANG_MS,
+  );
+
+  it(
+    "RedisRequestQueue holds a request for its meta.throttlingDelayMs in Redis while the others go, as RequestQueue does, and tells the gate it waited",
+    async () => {
+      const { prefix, admin } = await freshJob();
+      type Req = { url: string; meta?: { throttlingDelayMs: number } };
+      const start = (): Req[] => [
+        { url: "https://a.test/later", meta: { throttlingDelayMs: 300 } },
+        { url: "https://a.test/now" },
+      ];
+      /** What comes out, and whether the queue marked it as having waited its delay. */
+      const seen = (got: Req[], marked: boolean[]) => got.map((r, i) => `${r.url} ${marked[i]}`);
+
+      const local = new RequestQueue<Req>({ start: start() });
+      const localMarked: boolean[] = [];
+      const localRun = drain(local, (r) => {
+        localMarked.push(takeRequestDelayed(r));
+        local.markDone(r);
+      });
+
+      const { queue } = await worker<Req>(prefix, { start: start() });
+      const marked: boolean[] = [];
+      const run = drain(queue, (r) => {
+        marked.push(takeRequestDelayed(r));
+        queue.markDone(r);
+      });
+      await waitFor(() => expect(run.got.map((r) => r.url)).toEqual(["https://a.test/now"]));
+      // Still queued (the job is not finished), not takeable.
+      await waitFor(async () =>
+        expect(await readRedisQueueStatus(admin, prefix)).toMatchObject({
+          queued: 1,
+          leased: 0,
+          done: 1,
+          finished: false,
+        })
+      );
+      const got = await run.done;
+      expect(seen(got, marked)).toEqual([
+        "https://a.test/now false",
+        "https://a.test/later true",
+      ]);
+      expect(seen(got, marked)).toEqual(seen(await localRun.done, localMarked));
     },
     HANG_MS,
   );

@@ -19,6 +19,7 @@
  * @module
  */
 import { viewScopesOf } from "../queue/_view_scopes.ts";
+import { markRequestDelayed } from "../_request_delay.ts";
 import {
   deserializeRequest,
   metaDepth,
@@ -281,7 +282,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
 
   readonly #held = new Map<R, Held[]>();
   #heldCount = 0;
-  /** Per request: fingerprint, set key, score, kind, record. */
+  /** Per request: fingerprint, set key, score, kind, record, delay ms. */
   #toEnqueue: string[][] = [];
   #toAck: string[] = [];
   #toUnsend: string[] = [];
@@ -294,6 +295,8 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   #headsKnown = false;
   /** This worker's turn among scope sets of equal priority: where its next take's window starts. */
   #offset: number;
+  /** Ms until the job's next request held for its delay is due, as the last take said (-1: none). */
+  #dueInMs = -1;
 
   #subscriber: Subscriber<R> | undefined;
   #startDone = true;
@@ -434,7 +437,20 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     const priority = requestPriority(request) - depth * this.#depthPriority;
     const score = String(priority === 0 ? 0 : -priority);
     const kind = options?.start === true ? "s" : this.#fifo ? "f" : "r";
-    this.#toEnqueue.push([fp, set, score, kind, JSON.stringify([set, score, data])]);
+    // Held in Redis until its delay has passed, as RequestQueue holds it
+    // aside; the record says so, and the worker that takes it tells the gate
+    // not to wait the same delay again. (An infinite delay is left to the
+    // gate, which refuses it.)
+    const delay = meta?.throttlingDelayMs;
+    const held = typeof delay === "number" && delay > 0 && delay < Infinity;
+    this.#toEnqueue.push([
+      fp,
+      set,
+      score,
+      kind,
+      JSON.stringify(held ? [set, score, data, 1] : [set, score, data]),
+      held ? String(delay) : "",
+    ]);
     this.#enqueued++;
     this.#pump();
     return true;
@@ -731,7 +747,10 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   #idle(): void {
     if (this.#subscriber === undefined || this.#closed || this.#subscriber.closed) return;
     this.#poll?.unsubscribe();
-    this.#poll = scheduleAfter(this.#scheduler, this.#pollMs, () => {
+    // A request held for its delay is looked for when it is due, not a poll later.
+    const due = this.#dueInMs;
+    const ms = due >= 0 && due < this.#pollMs ? Math.ceil(due) : this.#pollMs;
+    this.#poll = scheduleAfter(this.#scheduler, ms, () => {
       this.#poll = undefined;
       this.#pump();
     });
@@ -845,8 +864,9 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       String(offset),
       String(this.#offset),
       ...excluded,
-    ]) as [number, number, number, number, string[], [string, string, number][]];
-    const [taken, queued, leased, exists, heads, out] = reply;
+    ]) as [number, number, number, number, string[], [string, string, number][], string];
+    const [taken, queued, leased, exists, heads, out, dueIn] = reply;
+    this.#dueInMs = Number(dueIn);
     this.#pending = Number(queued);
     this.#leased = Number(leased);
     this.#heads = heads;
@@ -866,9 +886,10 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       let request: R;
       let set: string;
       try {
-        const [s, , data] = JSON.parse(record) as [string, string, unknown];
+        const [s, , data, delayed] = JSON.parse(record) as [string, string, unknown, 1?];
         set = s;
         request = this.#deserialize(data);
+        if (delayed === 1) markRequestDelayed(request);
       } catch (error) {
         this.#warn(
           "redis-queue-unreadable",
