@@ -181,6 +181,22 @@ describe("createRedisScopes()", () => {
     expect(Number(sec) * 1000 + Number(us) / 1000).toBeGreaterThanOrEqual(big.grantedAt + 150);
   });
 
+  it("createRedisScopes() keeps scopes whose names hold spaces and odd characters apart, and releases a lease by its id from any store", async () => {
+    const [a, b] = await redisProcesses(2);
+    const one = { concurrency: 1, delayMs: 0 };
+    const names = ["a b", "a", "x\u0000y \u{1F600}"];
+    const held = leaseOf(await a!.store.acquire(names, [one, one, one]));
+    for (const name of names) {
+      expect(await b!.store.acquire([name], [one])).toMatchObject({ ok: false, full: true });
+    }
+    expect((await b!.store.acquire(["b"], [one])).ok).toBe(true);
+    // Not b's own lease: it goes by its whole id.
+    await b!.store.release(held);
+    for (const name of names) {
+      await until(async () => (await b!.store.acquire([name], [one])).ok, name);
+    }
+  });
+
   it("createRedisScopes() answers how long the delay has left", async () => {
     const [a, b] = await redisProcesses(2);
     leaseOf(await a!.store.acquire(["w"], [{ concurrency: 5, delayMs: 10_000 }]));
