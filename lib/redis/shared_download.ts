@@ -156,6 +156,13 @@ class SharedDownloads<R, T> {
   readonly #asks = new Set<SharedRequest<R, T>>();
   #deadlineTimer: Subscription | undefined;
   #deadlineAt = Infinity;
+  /**
+   * The asks waiting for a full scope, by scope, woken by one subscription
+   * to the store's releases: a subscription per waiting ask, each looking
+   * through every release message, cost waiting asks times released scopes.
+   */
+  readonly #waiting = new Map<string, Set<SharedRequest<R, T>>>();
+  #releases$: Subscription | undefined;
   /** The leases held, renewed together every `leaseMs / 3`. */
   readonly #held = new Set<SharedRequest<R, T>>();
   #renewal: Subscription | undefined;
@@ -270,6 +277,39 @@ class SharedDownloads<R, T> {
     let next = Infinity;
     for (const request of this.#asks) if (request.deadline < next) next = request.deadline;
     if (next < this.#deadlineAt) this.#armDeadline(next);
+  }
+
+  /** Wake this ask when a lease of one of its scopes is released (`unwaitRelease` stops it). */
+  waitRelease(request: SharedRequest<R, T>, names: readonly string[]): void {
+    for (const scope of names) {
+      const set = this.#waiting.get(scope);
+      if (set === undefined) this.#waiting.set(scope, new Set([request]));
+      else set.add(request);
+    }
+    this.#releases$ ??= this.scopes.released$.subscribe((released) => this.#released(released));
+  }
+
+  unwaitRelease(request: SharedRequest<R, T>, names: readonly string[]): void {
+    for (const scope of names) {
+      const set = this.#waiting.get(scope);
+      if (set === undefined || !set.delete(request) || set.size > 0) continue;
+      this.#waiting.delete(scope);
+    }
+    if (this.#waiting.size > 0) return;
+    this.#releases$?.unsubscribe();
+    this.#releases$ = undefined;
+  }
+
+  #released(released: readonly string[]): void {
+    let woken: Set<SharedRequest<R, T>> | undefined;
+    for (const scope of released) {
+      const set = this.#waiting.get(scope);
+      if (set === undefined) continue;
+      woken ??= new Set();
+      for (const request of set) woken.add(request);
+    }
+    // Each asks again (and so stops waiting) once, however many of its scopes were released.
+    if (woken !== undefined) { for (const request of woken) request.wakeUp(); }
   }
 
   postRelease(lease: ScopeLease): void {
@@ -402,8 +442,8 @@ class SharedRequest<R, T> {
   deadline = Infinity;
   /** The wait before the next ask. */
   #timer: Subscription | undefined;
-  /** While a full scope is waited for: releases of its scopes. */
-  #wake: Subscription | undefined;
+  /** A full scope is waited for: a release of its scopes wakes this ask (see `waitRelease`). */
+  #waitingRelease = false;
   #inner: Subscription | undefined;
   /** When this request first asked (its time-out counts from there). */
   #askedAt: number | undefined;
@@ -496,8 +536,10 @@ class SharedRequest<R, T> {
     this.#pending = false;
     this.#timer?.unsubscribe();
     this.#timer = undefined;
-    this.#wake?.unsubscribe();
-    this.#wake = undefined;
+    if (this.#waitingRelease) {
+      this.#waitingRelease = false;
+      this.#shared.unwaitRelease(this, this.#names);
+    }
   }
 
   #attempt(): void {
@@ -512,6 +554,11 @@ class SharedRequest<R, T> {
     if (this.#posted) return;
     this.#posted = true;
     shared.postAcquire(this);
+  }
+
+  /** A lease of a full scope it waits for was released: ask again now. */
+  wakeUp(): void {
+    if (this.#waitingRelease) this.#attempt();
   }
 
   /** The ask's deadline passed (the shared timer has unwatched it). */
@@ -582,10 +629,8 @@ class SharedRequest<R, T> {
     // and asks again, instead of overflowing into a busy loop.
     this.#timer = shared.scheduler.schedule(() => this.#attempt(), timerDelay(waitMs));
     if (result.full) {
-      const names = this.#names;
-      this.#wake = shared.scopes.released$.subscribe((released) => {
-        if (released.some((s) => names.includes(s))) this.#attempt();
-      });
+      this.#waitingRelease = true;
+      shared.waitRelease(this, this.#names);
     }
   }
 
