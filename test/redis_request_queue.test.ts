@@ -7,7 +7,10 @@ import {
   type RedisRequestQueueOptions,
 } from "../lib/redis/redis_request_queue.ts";
 import { readRedisQueueStatus } from "../lib/redis/redis_queue_status.ts";
-import type { QueueThrottleView } from "../lib/queue/request_queue.ts";
+import { type QueueThrottleView, RequestQueue } from "../lib/queue/request_queue.ts";
+import { takeRequestDelayed } from "../lib/_request_delay.ts";
+import type { CrawlQueue } from "../lib/queue/crawl_queue.ts";
+import { createThrottler } from "../lib/throttler/throttler.ts";
 import { connectRedis, onCleanup, type RedisClient, runCleanups } from "./_helpers/redis.ts";
 
 /** Hang limit of each test (real I/O; no timing is asserted). */
@@ -42,7 +45,7 @@ async function worker<R = string>(
  * request (default: done at once). Resolves when requests$ completes.
  */
 function drain<R>(
-  queue: RedisRequestQueue<R>,
+  queue: Pick<CrawlQueue<R>, "requests$" | "markDone">,
   end: (r: R) => void = (r) => queue.markDone(r),
 ): { got: R[]; done: Promise<R[]>; stop: () => void } {
   const got: R[] = [];
@@ -352,6 +355,87 @@ describe("RedisRequestQueue", () => {
       expect(got.slice(5).map((r) => r.url).sort()).toEqual(
         [0, 1, 2, 3, 4].map((i) => `https://held.test/${i}`),
       );
+    },
+    HANG_MS,
+  );
+
+  it(
+    "RedisRequestQueue checks a head request's quota amounts against the worker's throttler: one over the quota stays queued while smaller ones flow",
+    async () => {
+      const { prefix, admin } = await freshJob();
+      type Req = { url: string; meta?: { throttlingScopes: Record<string, number> } };
+      const throttler = createThrottler<Req>({
+        scopes: { "api.test": { quota: 10, windowMs: 600_000 } },
+      });
+      // 8 of the window's 10 used (by this process, or told by the server).
+      throttler.reconcileQuota("api.test", { remaining: 2 });
+      const big = { url: "https://api.test/big", meta: { throttlingScopes: { "api.test": 5 } } };
+      const small = {
+        url: "https://api.test/small",
+        meta: { throttlingScopes: { "api.test": 1 } },
+      };
+      const other = { url: "https://b.test/1" };
+      const { queue } = await worker<Req>(prefix, { view: throttler, start: [big, small, other] });
+      const run = drain(queue);
+      await waitFor(() => expect(run.got.length).toBe(2));
+      expect(run.got.map((r) => r.url).sort()).toEqual([small.url, other.url]);
+      // Sets that differ by their amounts only are one row of the status.
+      await waitFor(async () => {
+        const status = await readRedisQueueStatus(admin, prefix);
+        expect(status).toMatchObject({ queued: 1, done: 2 });
+        expect(status.scopes.find((s) => s.scope === "api.test")).toMatchObject({
+          queued: 1,
+          done: 1,
+        });
+      });
+      // The window has room again: the throttler's change lets the big one go.
+      throttler.reconcileQuota("api.test", { remaining: 10 });
+      expect((await run.done).map((r) => r.url)).toContain(big.url);
+    },
+    HANG_MS,
+  );
+
+  it(
+    "RedisRequestQueue holds a request for its meta.throttlingDelayMs in Redis while the others go, as RequestQueue does, and tells the gate it waited",
+    async () => {
+      const { prefix, admin } = await freshJob();
+      type Req = { url: string; meta?: { throttlingDelayMs: number } };
+      const start = (): Req[] => [
+        { url: "https://a.test/later", meta: { throttlingDelayMs: 300 } },
+        { url: "https://a.test/now" },
+      ];
+      /** What comes out, and whether the queue marked it as having waited its delay. */
+      const seen = (got: Req[], marked: boolean[]) => got.map((r, i) => `${r.url} ${marked[i]}`);
+
+      const local = new RequestQueue<Req>({ start: start() });
+      const localMarked: boolean[] = [];
+      const localRun = drain(local, (r) => {
+        localMarked.push(takeRequestDelayed(r));
+        local.markDone(r);
+      });
+
+      const { queue } = await worker<Req>(prefix, { start: start() });
+      const marked: boolean[] = [];
+      const run = drain(queue, (r) => {
+        marked.push(takeRequestDelayed(r));
+        queue.markDone(r);
+      });
+      await waitFor(() => expect(run.got.map((r) => r.url)).toEqual(["https://a.test/now"]));
+      // Still queued (the job is not finished), not takeable.
+      await waitFor(async () =>
+        expect(await readRedisQueueStatus(admin, prefix)).toMatchObject({
+          queued: 1,
+          leased: 0,
+          done: 1,
+          finished: false,
+        })
+      );
+      const got = await run.done;
+      expect(seen(got, marked)).toEqual([
+        "https://a.test/now false",
+        "https://a.test/later true",
+      ]);
+      expect(seen(got, marked)).toEqual(seen(await localRun.done, localMarked));
     },
     HANG_MS,
   );

@@ -149,6 +149,54 @@ describe("createRedisScopes()", () => {
     expect(other.ok).toBe(true);
   });
 
+  it("createRedisScopes() counts every process's quota amounts in one window", async () => {
+    const [a, b] = await redisProcesses(2);
+    const limits = (amount: number) => [
+      { concurrency: 10, delayMs: 0, quota: { limit: 3, windowMs: 60_000, amount } },
+    ];
+    leaseOf(await a!.store.acquire(["q"], limits(2)));
+    // 2 + 2 > 3: b waits for the window a opened to end, however many slots are free.
+    const over = await b!.store.acquire(["q"], limits(2));
+    expect(over).toMatchObject({ ok: false, full: false });
+    if (over.ok) throw new Error("unreachable");
+    expect(over.waitMs).toBeGreaterThan(50_000);
+    expect(over.waitMs).toBeLessThanOrEqual(60_000);
+    // 2 + 1 fits (b gave up its place: it asks for one that fits now).
+    leaseOf(await b!.store.acquire(["q"], limits(1)));
+    expect(await a!.store.acquire(["q"], limits(1))).toMatchObject({ ok: false, full: false });
+    // A request without an amount neither waits for the quota nor uses it.
+    leaseOf(await a!.store.acquire(["q"], [{ concurrency: 10, delayMs: 0 }]));
+  });
+
+  it("createRedisScopes() lets an oversized amount through an unused quota window, and opens a new window once one ended", async () => {
+    const [a, b] = await redisProcesses(2);
+    const quota = (amount: number) => [
+      { concurrency: 10, delayMs: 0, quota: { limit: 2, windowMs: 150, amount } },
+    ];
+    const big = leaseOf(await a!.store.acquire(["o"], quota(5)));
+    expect(await b!.store.acquire(["o"], quota(1))).toMatchObject({ ok: false, full: false });
+    // The window a's grant opened ends 150 ms later on Redis's clock: then b's turn.
+    await until(async () => (await b!.store.acquire(["o"], quota(1))).ok, "the window to end");
+    const [sec, us] = (await b!.client.sendCommand(["TIME"])) as [string, string];
+    expect(Number(sec) * 1000 + Number(us) / 1000).toBeGreaterThanOrEqual(big.grantedAt + 150);
+  });
+
+  it("createRedisScopes() keeps scopes whose names hold spaces and odd characters apart, and releases a lease by its id from any store", async () => {
+    const [a, b] = await redisProcesses(2);
+    const one = { concurrency: 1, delayMs: 0 };
+    const names = ["a b", "a", "x\u0000y \u{1F600}"];
+    const held = leaseOf(await a!.store.acquire(names, [one, one, one]));
+    for (const name of names) {
+      expect(await b!.store.acquire([name], [one])).toMatchObject({ ok: false, full: true });
+    }
+    expect((await b!.store.acquire(["b"], [one])).ok).toBe(true);
+    // Not b's own lease: it goes by its whole id.
+    await b!.store.release(held);
+    for (const name of names) {
+      await until(async () => (await b!.store.acquire([name], [one])).ok, name);
+    }
+  });
+
   it("createRedisScopes() answers how long the delay has left", async () => {
     const [a, b] = await redisProcesses(2);
     leaseOf(await a!.store.acquire(["w"], [{ concurrency: 5, delayMs: 10_000 }]));

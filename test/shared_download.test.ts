@@ -536,6 +536,53 @@ describe("sharedDownload()", () => {
     90_000,
   );
 
+  it(
+    "sharedDownload() holds two throttlers to one quota window of a scope on the Redis clock",
+    async () => {
+      const procs = await redisProcesses(2);
+      const windowMs = 300;
+      const granted: { at: number; amount: number }[] = [];
+      const runs = procs.map(({ store }, p) => {
+        // Each throttler alone allows 4 per window: 8 together without Redis.
+        const throttler = createThrottler({
+          downloadDelayMs: 0,
+          scopes: { "api.test": { concurrency: 8, quota: 4, windowMs } },
+        });
+        const download = sharedDownload(
+          store,
+          throttler,
+          (request: { url: string; meta: { throttlingScopes: Record<string, number> } }, ctx) => {
+            granted.push({
+              at: ctx.lease.grantedAt,
+              amount: request.meta.throttlingScopes["api.test"]!,
+            });
+            return Promise.resolve(200);
+          },
+        );
+        const requests = [1, 2, 1, 1, 2, 1].map((amount, i) => ({
+          url: `http://api.test/p${p}/${i}`,
+          meta: { throttlingScopes: { "api.test": amount } },
+        }));
+        return lastValueFrom(from(requests).pipe(throttleByScope(throttler, download), toArray()));
+      });
+      const outcomes = (await Promise.all(runs)).flat();
+      expect(outcomes.map((o) => o.kind)).toEqual(Array(12).fill("response"));
+      // Windows as the gate opens them: at the first grant after the last one ended.
+      granted.sort((x, y) => x.at - y.at);
+      let end = -Infinity;
+      let used = 0;
+      for (const g of granted) {
+        if (g.at >= end) {
+          end = g.at + windowMs;
+          used = 0;
+        }
+        used += g.amount;
+        expect(used).toBeLessThanOrEqual(4);
+      }
+    },
+    60_000,
+  );
+
   it("sharedDownload() spaces two throttlers' sends by the delay on the Redis clock", async () => {
     const procs = await redisProcesses(2);
     const delayMs = 25;

@@ -18,19 +18,58 @@
  * - `seen`: set of compact fingerprints (dedupe).
  * - `counts`: hash: queued, done, failed, filtered, limited, reclaimed.
  * - `scopes`: hash, `d:<set key>` / `f:<set key>` -> done / failed per scope set.
+ * - `later`: zset, id -> when (Redis server time, ms) a request held for its
+ *   `meta.throttlingDelayMs` goes into its scope set (queued, not takeable).
  *
  * @module
  */
 import { type RedisCommandSender, runScript, scriptSha } from "./_redis_script.ts";
+import type { QueueScopes } from "../queue/request_queue.ts";
 
 /** The key base of a job: the prefix inside a hash tag, unless it already has one. */
 export function queueKeyBase(prefix: string): string {
   return /\{[^}]+\}/.test(prefix) ? `${prefix}q:` : `{${prefix}}q:`;
 }
 
+/**
+ * A scope set's key: its scopes sorted, joined by NUL; when the request
+ * carries quota amounts, SOH and the amounts in the same order (NUL between,
+ * '' for a scope without). Requests of one set then share their amounts, so
+ * the head a take checks against the worker's throttler has the amounts of
+ * every request behind it (as `RequestQueue` checks its head's amounts).
+ * A set without amounts keeps the key of a job queued before amounts were
+ * part of it.
+ *
+ * @param s The request's scopes and amounts.
+ * @returns The key.
+ */
+export function scopeSetKey(s: QueueScopes): string {
+  const { scopes, amounts } = s;
+  const some = amounts !== undefined && amounts.some((a) => a !== undefined && a > 0);
+  if (scopes.length === 1) return some ? `${scopes[0]!}\u0001${amounts![0]}` : scopes[0]!;
+  const order = scopes.map((_, i) => i).sort((a, b) => scopes[a]! < scopes[b]! ? -1 : 1);
+  const names = order.map((i) => scopes[i]!).join("\u0000");
+  return some ? `${names}\u0001${order.map((i) => amounts![i] ?? "").join("\u0000")}` : names;
+}
+
+/**
+ * The scopes and amounts of a scope set's key ({@link scopeSetKey}).
+ *
+ * @param key A scope set's key.
+ * @returns Its scopes, and its amounts when it has them.
+ */
+export function parseScopeSetKey(key: string): QueueScopes {
+  const soh = key.indexOf("\u0001");
+  if (soh < 0) return { scopes: key.split("\u0000") };
+  return {
+    scopes: key.slice(0, soh).split("\u0000"),
+    amounts: key.slice(soh + 1).split("\u0000").map((a) => a === "" ? undefined : Number(a)),
+  };
+}
+
 /** The fixed keys every script is given, in this order. */
 export function queueKeys(base: string): string[] {
-  return ["seq", "req", "ready", "leases", "takes", "seen", "counts", "scopes"].map((k) =>
+  return ["seq", "req", "ready", "leases", "takes", "seen", "counts", "scopes", "later"].map((k) =>
     base + k
   );
 }
@@ -39,8 +78,8 @@ const PRELUDE = `local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local function fmt(x) return string.format('%.3f', x) end
 local T = ARGV[1]
-local SEQ, REQ, READY, LEASES, TAKES, SEEN, COUNTS, SCOPES =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local SEQ, REQ, READY, LEASES, TAKES, SEEN, COUNTS, SCOPES, LATER =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local function setKey(s) return T .. 'set:' .. s end
 -- A scope set's place in READY is the score of its best request, or none.
 local function rehead(s)
@@ -59,7 +98,9 @@ end
 /**
  * ARGV: key base, the job's most requests in all ('' for no limit), then per
  * request: fingerprint ('' for none), scope-set key, score, kind ('s' start,
- * 'f' FIFO, 'r' LIFO), record. Answers 1 (added), 0 (a duplicate) or 2 (past
+ * 'f' FIFO, 'r' LIFO), record, delay ms ('' for none: a request with a delay
+ * waits in LATER until then, queued but not takeable, as `RequestQueue`
+ * holds it aside). Answers 1 (added), 0 (a duplicate) or 2 (past
  * the limit: dropped, its fingerprint not marked seen) per request. `seq`
  * counts the requests ever added, so the limit holds across workers; start
  * requests count but are never dropped (the input is never dropped).
@@ -71,7 +112,8 @@ local count = limit and tonumber(redis.call('GET', SEQ) or '0') or 0
 local i = 3
 while i <= #ARGV do
   local fp, s, score, kind, rec = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  i = i + 5
+  local delay = ARGV[i + 5]
+  i = i + 6
   if limit and kind ~= 's' and count >= limit and (fp == '' or redis.call('SISMEMBER', SEEN, fp) == 0) then
     over = over + 1
     added[#added + 1] = 2
@@ -85,8 +127,12 @@ while i <= #ARGV do
     elseif kind == 'f' then id = '0' .. string.format('%015d', seq)
     else id = '0' .. string.format('%015d', 999999999999999 - seq) end
     redis.call('HSET', REQ, id, rec)
-    redis.call('ZADD', setKey(s), score, id)
-    redis.call('ZADD', READY, 'LT', score, s)
+    if delay ~= '' then
+      redis.call('ZADD', LATER, fmt(now + tonumber(delay)), id)
+    else
+      redis.call('ZADD', setKey(s), score, id)
+      redis.call('ZADD', READY, 'LT', score, s)
+    end
     n = n + 1
     count = count + 1
     added[#added + 1] = 1
@@ -104,8 +150,10 @@ return added
  * blocks. Expired leases go back to the queue first. Then at most one
  * request per scope set, from the window of READY at this take's offset,
  * skipping the blocked ones, each leased until now + lease ms (server clock).
+ * Requests whose delay has passed go from LATER into their scope sets first.
  * Answers {taken, queued, leased, job exists, the window at the next take's
- * offset (the heads its blocked sets are picked from), {id, record, takes}...}.
+ * offset (the heads its blocked sets are picked from), {id, record, takes}...,
+ * ms until LATER's next request is due (-1: none)}.
  *
  * The window: when more scope sets share the best priority than a take looks
  * at, it starts at the offset among them (each worker turns its own), so
@@ -142,6 +190,15 @@ for _, id in ipairs(expired) do
     redis.call('HINCRBY', COUNTS, 'reclaimed', 1)
   end
 end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', LATER, '-inf', fmt(now), 'LIMIT', 0, 256)) do
+  redis.call('ZREM', LATER, id)
+  local rec = redis.call('HGET', REQ, id)
+  if rec then
+    local r = cjson.decode(rec)
+    redis.call('ZADD', setKey(r[1]), r[2], id)
+    redis.call('ZADD', READY, 'LT', r[2], r[1])
+  end
+end
 local out = {}
 local taken = 0
 if want > 0 then
@@ -166,7 +223,10 @@ if want > 0 then
 end
 local queued = tonumber(redis.call('HGET', COUNTS, 'queued') or '0')
 local heads = window(offNext, nex + nheads)
-return {taken, queued, redis.call('ZCARD', LEASES), redis.call('EXISTS', SEQ), heads, out}
+local due = redis.call('ZRANGE', LATER, 0, 0, 'WITHSCORES')
+local dueIn = '-1'
+if due[2] then dueIn = fmt(math.max(0, tonumber(due[2]) - now)) end
+return {taken, queued, redis.call('ZCARD', LEASES), redis.call('EXISTS', SEQ), heads, out, dueIn}
 `;
 
 /**

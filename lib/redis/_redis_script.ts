@@ -47,11 +47,14 @@ export async function runScript(
   keys: readonly string[],
   args: readonly string[],
 ): Promise<unknown> {
-  const tail = [String(keys.length), ...keys, ...args];
+  // Built once (a batch's arguments run to thousands): EVAL reuses it.
+  const command = ["EVALSHA", sha, String(keys.length)].concat(keys, args);
   try {
-    return await client.sendCommand(["EVALSHA", sha, ...tail]);
+    return await client.sendCommand(command);
   } catch (error) {
     if (!(error instanceof Error && error.message.startsWith("NOSCRIPT"))) throw error;
-    return await client.sendCommand(["EVAL", script, ...tail]);
+    command[0] = "EVAL";
+    command[1] = script;
+    return await client.sendCommand(command);
   }
 }

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { queueKeyBase, queueKeys } from "./_redis_queue_scripts.ts";
+import { parseScopeSetKey, queueKeyBase, queueKeys } from "./_redis_queue_scripts.ts";
 import type { RedisQueueClient } from "./redis_request_queue.ts";
 
 /** One scope set's counts (scopes of a set joined by `+`). */
@@ -133,7 +133,28 @@ export async function readRedisQueueStatus(
     filtered: num(c.get("filtered")),
     limited: num(c.get("limited")),
     finished: exists && queued === 0 && leased === 0,
-    scopes: [...per].map(([set, r]) => ({ scope: set.split("\u0000").join("+"), ...r }))
-      .sort((a, b) => b.queued - a.queued || (a.scope < b.scope ? -1 : 1)),
+    scopes: byScopes(per).sort((a, b) => b.queued - a.queued || (a.scope < b.scope ? -1 : 1)),
   };
+}
+
+/** Rows per scope set, the sets that differ by their quota amounts only added up (one row per scopes). */
+function byScopes(
+  per: ReadonlyMap<string, { queued: number; leased: number; done: number; failed: number }>,
+): { scope: string; queued: number; leased: number; done: number; failed: number }[] {
+  const rows = new Map<
+    string,
+    { scope: string; queued: number; leased: number; done: number; failed: number }
+  >();
+  for (const [set, r] of per) {
+    const scope = parseScopeSetKey(set).scopes.join("+");
+    const row = rows.get(scope);
+    if (row === undefined) rows.set(scope, { scope, ...r });
+    else {
+      row.queued += r.queued;
+      row.leased += r.leased;
+      row.done += r.done;
+      row.failed += r.failed;
+    }
+  }
+  return [...rows.values()];
 }

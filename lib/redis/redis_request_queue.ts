@@ -19,6 +19,7 @@
  * @module
  */
 import { viewScopesOf } from "../queue/_view_scopes.ts";
+import { markRequestDelayed } from "../_request_delay.ts";
 import {
   deserializeRequest,
   metaDepth,
@@ -45,10 +46,12 @@ import { outagePauseMs, scheduleAfter, sleepOn } from "../util/_timer.ts";
 import type { RedisCommandSender } from "./_redis_script.ts";
 import { describeValue } from "../settings/_describe_value.ts";
 import {
+  parseScopeSetKey,
   queueKeyBase,
   queueKeys,
   type QueueScriptName,
   runQueueScript,
+  scopeSetKey,
 } from "./_redis_queue_scripts.ts";
 import type { CrawlQueue, CrawlQueueDone } from "../queue/crawl_queue.ts";
 import { readRedisQueueStatus, type RedisQueueStatus } from "./redis_queue_status.ts";
@@ -279,7 +282,7 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
 
   readonly #held = new Map<R, Held[]>();
   #heldCount = 0;
-  /** Per request: fingerprint, set key, score, kind, record. */
+  /** Per request: fingerprint, set key, score, kind, record, delay ms. */
   #toEnqueue: string[][] = [];
   #toAck: string[] = [];
   #toUnsend: string[] = [];
@@ -287,11 +290,13 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   #toTry: string[] = [];
   /** READY's first scope sets, as the last take saw them. */
   #heads: readonly string[] = [];
-  /** `#heads` split into their scope names (split once per take, read at every change). */
-  #headScopes: readonly string[][] = [];
+  /** `#heads` split into their scopes and amounts (split once per take, read at every change). */
+  #headScopes: readonly QueueScopes[] = [];
   #headsKnown = false;
   /** This worker's turn among scope sets of equal priority: where its next take's window starts. */
   #offset: number;
+  /** Ms until the job's next request held for its delay is due, as the last take said (-1: none). */
+  #dueInMs = -1;
 
   #subscriber: Subscriber<R> | undefined;
   #startDone = true;
@@ -394,13 +399,13 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
    * @throws {InvalidRequestError} When the request has no usable URL or scopes, or cannot be serialized.
    */
   enqueue(request: R, options?: { readonly start?: boolean }): boolean {
-    let scopes: readonly string[];
+    let scopes: QueueScopes;
     let fp = "";
     let data: unknown;
     const meta = requestMeta(request);
     try {
-      scopes = this.#scopesOf(request).scopes;
-      if (scopes.length === 0) {
+      scopes = this.#scopesOf(request);
+      if (scopes.scopes.length === 0) {
         throw new InvalidRequestError(
           "Cannot enqueue request as it has no scopes: current value is []",
           { input: request, field: "scopes" },
@@ -427,12 +432,25 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
         { input: request, field: "serialize" },
       );
     }
-    const set = scopes.length === 1 ? scopes[0]! : [...scopes].sort().join("\u0000");
+    const set = scopeSetKey(scopes);
     const depth = this.#depthOf ? this.#depthOf(request) : metaDepth(meta);
     const priority = requestPriority(request) - depth * this.#depthPriority;
     const score = String(priority === 0 ? 0 : -priority);
     const kind = options?.start === true ? "s" : this.#fifo ? "f" : "r";
-    this.#toEnqueue.push([fp, set, score, kind, JSON.stringify([set, score, data])]);
+    // Held in Redis until its delay has passed, as RequestQueue holds it
+    // aside; the record says so, and the worker that takes it tells the gate
+    // not to wait the same delay again. (An infinite delay is left to the
+    // gate, which refuses it.)
+    const delay = meta?.throttlingDelayMs;
+    const held = typeof delay === "number" && delay > 0 && delay < Infinity;
+    this.#toEnqueue.push([
+      fp,
+      set,
+      score,
+      kind,
+      JSON.stringify(held ? [set, score, data, 1] : [set, score, data]),
+      held ? String(delay) : "",
+    ]);
     this.#enqueued++;
     this.#pump();
     return true;
@@ -675,7 +693,8 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
     const out: string[] = [];
     const heads = this.#heads;
     for (let i = 0; i < heads.length; i++) {
-      const w = this.#view.waitMs(this.#headScopes[i]!, undefined);
+      const head = this.#headScopes[i]!;
+      const w = this.#view.waitMs(head.scopes, head.amounts);
       if (w > 0 || Number.isNaN(w)) {
         out.push(heads[i]!);
         if (out.length >= MAX_EXCLUDED) break;
@@ -728,7 +747,10 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
   #idle(): void {
     if (this.#subscriber === undefined || this.#closed || this.#subscriber.closed) return;
     this.#poll?.unsubscribe();
-    this.#poll = scheduleAfter(this.#scheduler, this.#pollMs, () => {
+    // A request held for its delay is looked for when it is due, not a poll later.
+    const due = this.#dueInMs;
+    const ms = due >= 0 && due < this.#pollMs ? Math.ceil(due) : this.#pollMs;
+    this.#poll = scheduleAfter(this.#scheduler, ms, () => {
       this.#poll = undefined;
       this.#pump();
     });
@@ -842,12 +864,13 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       String(offset),
       String(this.#offset),
       ...excluded,
-    ]) as [number, number, number, number, string[], [string, string, number][]];
-    const [taken, queued, leased, exists, heads, out] = reply;
+    ]) as [number, number, number, number, string[], [string, string, number][], string];
+    const [taken, queued, leased, exists, heads, out, dueIn] = reply;
+    this.#dueInMs = Number(dueIn);
     this.#pending = Number(queued);
     this.#leased = Number(leased);
     this.#heads = heads;
-    this.#headScopes = heads.map((set) => set.split("\u0000"));
+    this.#headScopes = heads.map(parseScopeSetKey);
     if (!this.#headsKnown) {
       this.#headsKnown = true;
       return true;
@@ -863,9 +886,10 @@ export class RedisRequestQueue<R> implements CrawlQueue<R> {
       let request: R;
       let set: string;
       try {
-        const [s, , data] = JSON.parse(record) as [string, string, unknown];
+        const [s, , data, delayed] = JSON.parse(record) as [string, string, unknown, 1?];
         set = s;
         request = this.#deserialize(data);
+        if (delayed === 1) markRequestDelayed(request);
       } catch (error) {
         this.#warn(
           "redis-queue-unreadable",

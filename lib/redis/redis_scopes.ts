@@ -48,8 +48,8 @@ export interface RedisScopesSubscriber {
 export interface RedisScopesOptions {
   /**
    * Put before every key and the channel name. Processes that share limits
-   * use the same prefix. Wrap it in braces (`"{politely}:"`) on a Redis
-   * Cluster, so that all keys of a request land in one slot.
+   * use the same prefix. One Redis node: the scripts build their keys from
+   * it and declare none, so a Redis Cluster cannot route them.
    * @default "politely:"
    */
   readonly prefix?: string;
@@ -77,6 +77,27 @@ export interface ScopeLimits {
   readonly concurrency: number;
   /** At least this long between two grants, in ms (>= 0). */
   readonly delayMs: number;
+  /**
+   * A quota the processes share, and this request's amount of it: the
+   * single-process gate's window, kept in Redis. @default none
+   */
+  readonly quota?: SharedQuota | undefined;
+}
+
+/**
+ * A scope's quota shared across processes, as the single-process gate counts
+ * it: a window opens at the first grant with an amount after the last window
+ * ended and lasts `windowMs`; a request whose amount would take the window's
+ * use past `limit` waits for its end, unless the window has used nothing yet
+ * (an oversized request would otherwise wait for ever).
+ */
+export interface SharedQuota {
+  /** The most amount per window (> 0). */
+  readonly limit: number;
+  /** The window's length, in ms (> 0). */
+  readonly windowMs: number;
+  /** What this request uses of it (>= 0; 0 neither checks nor uses the quota). */
+  readonly amount: number;
 }
 
 /** A granted admission: one slot in every scope of a request. */
@@ -278,33 +299,40 @@ end
 `;
 
 /**
- * KEYS: per scope, its lease set, its state hash, its queue of waiting
- * processes (score: when the process first waited) and their deadlines
- * (score: when a process that stopped asking loses its turn). ARGV: lease id,
- * lease ms, idle ms, process id, patience ms, then per scope concurrency and
- * delay.
+ * One acquire. `argv` from `first`: lease number, patience ms, then per scope
+ * its name, concurrency and delay, and with `stride` 6 also its quota limit,
+ * window ms and amount (amount 0: no quota). The keys are built here from
+ * the prefix and the scope names (not declared as KEYS: the store is for one
+ * Redis node, see docs/REDIS.md; sending four long key names per scope was
+ * most of a batch's bytes). Per scope: its lease set, its state hash, its
+ * queue of waiting processes (score: when the process first waited) and
+ * their deadlines (score: when a process that stopped asking loses its turn).
  *
  * Turns: a process is granted a slot of a scope only while the free slots
  * outnumber the processes that have waited for it longer. A refused process
  * joins the queue of each scope that refused it (keeping its place if already
  * there) and leaves those that would have let it through; a grant takes it
  * out of them all, so a process that wants more goes to the back.
+ *
+ * Quota: the state hash's `qend` (the window's end) and `qused`; checked and
+ * used in the same script as the lease, so processes share one window.
  */
-const ACQUIRE = `local function acquire(keys, argv)
-local id = argv[1]
-local leaseMs = tonumber(argv[2])
-local idleMs = tonumber(argv[3])
-local pid = argv[4]
-local patience = tonumber(argv[5])
-local n = #keys / 4
+const ACQUIRE = `local function acquire(argv, first, n, stride)
+local id = pid .. ':' .. argv[first]
+local patience = tonumber(argv[first + 1])
 local wait = 0
 local full = 0
 local expiry = -1
 local refused = {}
+local ks = {}
 for i = 1, n do
-  local leases, state, queue, alive = keys[4 * i - 3], keys[4 * i - 2], keys[4 * i - 1], keys[4 * i]
-  local conc = tonumber(argv[4 + 2 * i])
-  local delay = tonumber(argv[5 + 2 * i])
+  local b = first + 2 + stride * (i - 1)
+  local scope = argv[b]
+  local leases, state = P .. 'lease:' .. scope, P .. 'state:' .. scope
+  local queue, alive = P .. 'queue:' .. scope, P .. 'alive:' .. scope
+  ks[i] = {leases, state, queue, alive, tonumber(argv[b + 2])}
+  local conc = tonumber(argv[b + 1])
+  local delay = ks[i][5]
   redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(now))
   local gone = redis.call('ZRANGEBYSCORE', alive, '-inf', fmt(now))
   if #gone > 0 then
@@ -318,19 +346,29 @@ for i = 1, n do
   if taken >= conc then
     full = 1
     refused[i] = true
-    local first = redis.call('ZRANGE', leases, 0, 0, 'WITHSCORES')
-    local e = tonumber(first[2]) - now
+    local soonest = redis.call('ZRANGE', leases, 0, 0, 'WITHSCORES')
+    local e = tonumber(soonest[2]) - now
     if expiry < 0 or e < expiry then expiry = e end
   elseif taken + ahead >= conc then
     -- Slots are free, but for processes that waited longer: wait as for a full scope.
     full = 1
     refused[i] = true
   end
-  local s = redis.call('HMGET', state, 'last', 'next', 'hold')
+  local s = redis.call('HMGET', state, 'last', 'next', 'hold', 'qend', 'qused')
   local at = 0
   if s[1] then at = tonumber(s[1]) + delay end
   if s[2] and tonumber(s[2]) > at then at = tonumber(s[2]) end
   if s[3] and tonumber(s[3]) > at then at = tonumber(s[3]) end
+  if stride == 6 then
+    local amount = tonumber(argv[b + 5])
+    if amount > 0 and s[4] and tonumber(s[4]) > now then
+      local used = tonumber(s[5] or '0')
+      -- An oversized request still goes through an unused window.
+      if used > 0 and used + amount > tonumber(argv[b + 3]) and tonumber(s[4]) > at then
+        at = tonumber(s[4])
+      end
+    end
+  end
   if at > now then
     refused[i] = true
     if at - now > wait then wait = at - now end
@@ -339,7 +377,7 @@ end
 if full == 1 or wait > 0 then
   local deadline = fmt(now + wait + patience)
   for i = 1, n do
-    local queue, alive = keys[4 * i - 1], keys[4 * i]
+    local queue, alive = ks[i][3], ks[i][4]
     if refused[i] then
       redis.call('ZADD', queue, 'NX', fmt(now), pid)
       redis.call('ZADD', alive, deadline, pid)
@@ -355,12 +393,26 @@ if full == 1 or wait > 0 then
 end
 local expires = now + leaseMs
 for i = 1, n do
-  local leases, state, queue, alive = keys[4 * i - 3], keys[4 * i - 2], keys[4 * i - 1], keys[4 * i]
-  local delay = tonumber(argv[5 + 2 * i])
+  local leases, state, queue, alive, delay = ks[i][1], ks[i][2], ks[i][3], ks[i][4], ks[i][5]
   redis.call('ZADD', leases, fmt(expires), id)
   extend(leases, leaseMs + idleMs)
   redis.call('HSET', state, 'last', fmt(now), 'next', fmt(now + delay))
-  extend(state, delay + idleMs)
+  local life = delay
+  if stride == 6 then
+    local b = first + 2 + stride * (i - 1)
+    local amount = tonumber(argv[b + 5])
+    if amount > 0 then
+      local qend = tonumber(redis.call('HGET', state, 'qend') or '0')
+      if qend <= now then
+        qend = now + tonumber(argv[b + 4])
+        redis.call('HSET', state, 'qend', fmt(qend), 'qused', argv[b + 5])
+      else
+        redis.call('HINCRBYFLOAT', state, 'qused', argv[b + 5])
+      end
+      if qend - now > life then life = qend - now end
+    end
+  end
+  extend(state, life + idleMs)
   redis.call('ZREM', queue, pid)
   redis.call('ZREM', alive, pid)
 end
@@ -370,40 +422,41 @@ end
 
 /**
  * Several acquires and releases in one round trip, on one reading of the
- * clock. ARGV: channel, process id, number of operations, then per operation
- * its kind ('r' or 'a'), its number of keys, its number of arguments and the
- * arguments; KEYS: the operations' keys in turn (a release: per scope its
- * lease set and queue, arguments the lease id then the scopes; an acquire: as
- * `acquire` above). Answers one reply per operation (a release: per scope the
- * process first in its queue, '' for none). Releases come first in a batch,
- * so an acquire in it finds their slots free; one release message goes out,
- * after them all, naming per scope the process whose turn it is.
+ * clock. No KEYS. ARGV: channel, process id, key prefix, lease ms, idle ms,
+ * then the operations: a release is 'r', its number of scopes, its lease id
+ * and the scopes; an acquire is 'a' (stride 3) or 'q' (with quotas, stride
+ * 6), its number of scopes and then as `acquire` above. Answers one reply
+ * per operation (a release: per scope the process first in its queue, ''
+ * for none). The client puts releases first, so an acquire in the batch
+ * finds their slots free; one release message goes out, after them all,
+ * naming per scope the process whose turn it is.
  */
-const BATCH = NOW + ACQUIRE + `local channel, pid = ARGV[1], ARGV[2]
-local k, a = 1, 4
+const BATCH = NOW + `local channel, pid, P = ARGV[1], ARGV[2], ARGV[3]
+local leaseMs, idleMs = tonumber(ARGV[4]), tonumber(ARGV[5])
+` + ACQUIRE + `local a = 6
 local out = {}
 local released, nexts = {}, {}
-for o = 1, tonumber(ARGV[3]) do
-  local kind, nk, na = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local keys, argv = {}, {}
-  for i = 1, nk do keys[i] = KEYS[k + i - 1] end
-  for i = 1, na do argv[i] = ARGV[a + 2 + i] end
-  k = k + nk
-  a = a + 3 + na
+while a <= #ARGV do
+  local kind, n = ARGV[a], tonumber(ARGV[a + 1])
   if kind == 'r' then
-    -- keys: per scope its lease set and its queue. The process whose turn it
-    -- is next is named, so only it asks again.
+    -- The process whose turn it is next is named, so only it asks again.
+    local lease = ARGV[a + 2]
     local heads = {}
-    for i = 1, nk / 2 do
-      redis.call('ZREM', keys[2 * i - 1], argv[1])
-      local head = redis.call('ZRANGE', keys[2 * i], 0, 0)[1] or ''
+    for i = 1, n do
+      local scope = ARGV[a + 2 + i]
+      redis.call('ZREM', P .. 'lease:' .. scope, lease)
+      local head = redis.call('ZRANGE', P .. 'queue:' .. scope, 0, 0)[1] or ''
       heads[i] = head
-      released[#released + 1] = argv[1 + i]
+      released[#released + 1] = scope
       nexts[#nexts + 1] = head
     end
-    out[o] = heads
+    out[#out + 1] = heads
+    a = a + 3 + n
   else
-    out[o] = acquire(keys, argv)
+    local stride = 3
+    if kind == 'q' then stride = 6 end
+    out[#out + 1] = acquire(ARGV, a + 2, n, stride)
+    a = a + 4 + stride * n
   end
 end
 if #released > 0 then
@@ -498,13 +551,25 @@ const MAX_BATCH = 256;
 
 /** An acquire or release waiting for its batch to be sent. */
 interface BatchOp {
-  readonly kind: "a" | "r";
-  readonly keys: readonly string[];
-  readonly args: readonly string[];
+  /** The lease an acquire asks for, or a release gives back. */
+  readonly leaseId: string;
   readonly scopes: readonly string[];
   readonly resolve: (reply: unknown) => void;
   readonly reject: (error: unknown) => void;
 }
+
+/**
+ * One turn's operations, each kind with the script arguments of its
+ * operations in order (written as they are asked: no array per operation).
+ */
+class Batch {
+  readonly releases: BatchOp[] = [];
+  readonly acquires: BatchOp[] = [];
+  readonly releaseArgs: string[] = [];
+  readonly acquireArgs: string[] = [];
+}
+
+const NO_KEYS: readonly string[] = [];
 
 class RedisScopesStore implements RedisScopes {
   readonly prefix: string;
@@ -518,8 +583,10 @@ class RedisScopesStore implements RedisScopes {
   readonly #released = new Subject<readonly string[]>();
   #subscriber: RedisScopesSubscriber | undefined;
   /** This turn's acquires and releases, not sent yet. */
-  #batch: BatchOp[] | undefined;
+  #batch: Batch | undefined;
   #leases = 0;
+  /** The batch script's first arguments: channel, process id, key prefix, lease and idle ms. */
+  readonly #batchHead: readonly string[];
 
   readonly messages$: Observable<SharedMessage> = this.#messages.asObservable();
   readonly released$: Observable<readonly string[]> = this.#released.asObservable();
@@ -537,6 +604,7 @@ class RedisScopesStore implements RedisScopes {
     this.#idleTtlMs = idleTtlMs;
     this.processId = processId;
     this.#channel = `${prefix}events`;
+    this.#batchHead = [this.#channel, processId, prefix, String(leaseMs), String(idleTtlMs)];
   }
 
   async start(subscribe: boolean): Promise<void> {
@@ -597,10 +665,6 @@ class RedisScopesStore implements RedisScopes {
     });
   }
 
-  #queueKey(scope: string): string {
-    return `${this.prefix}queue:${scope}`;
-  }
-
   #leaseKey(scope: string): string {
     return `${this.prefix}lease:${scope}`;
   }
@@ -610,64 +674,67 @@ class RedisScopesStore implements RedisScopes {
   }
 
   /**
-   * Add an acquire or release to this turn's batch: everything asked in one
-   * turn goes to Redis in one script call at its end (releases first), so a
-   * process that releases and acquires at once pays one round trip, and a
-   * release wakes the others once per turn, not once per lease.
+   * This turn's batch: everything asked in one turn goes to Redis in one
+   * script call at its end (releases first), so a process that releases and
+   * acquires at once pays one round trip, and a release wakes the others once
+   * per turn, not once per lease.
    */
-  #enqueue(op: Omit<BatchOp, "resolve" | "reject">): Promise<unknown> {
+  #openBatch(): Batch {
     let batch = this.#batch;
     if (batch === undefined) {
-      const fresh: BatchOp[] = [];
+      const fresh = new Batch();
       batch = fresh;
       this.#batch = fresh;
       queueMicrotask(() => this.#send(fresh));
     }
-    // A full batch goes as it is; later calls of the turn start the next one.
-    if (batch.length + 1 >= MAX_BATCH) this.#batch = undefined;
-    const ops = batch;
-    return new Promise((resolve, reject) => ops.push({ ...op, resolve, reject }));
+    return batch;
   }
 
-  #send(batch: BatchOp[]): void {
+  /** Adds an operation whose arguments are written; a full batch goes as it is. */
+  #add(
+    batch: Batch,
+    into: BatchOp[],
+    leaseId: string,
+    scopes: readonly string[],
+  ): Promise<unknown> {
+    if (batch.releases.length + batch.acquires.length + 1 >= MAX_BATCH) this.#batch = undefined;
+    return new Promise((resolve, reject) => into.push({ leaseId, scopes, resolve, reject }));
+  }
+
+  #enqueueRelease(leaseId: string, scopes: readonly string[]): Promise<unknown> {
+    const batch = this.#openBatch();
+    batch.releaseArgs.push("r", String(scopes.length), leaseId, ...scopes);
+    return this.#add(batch, batch.releases, leaseId, scopes);
+  }
+
+  #send(batch: Batch): void {
     if (this.#batch === batch) this.#batch = undefined;
-    const ops = [
-      ...batch.filter((op) => op.kind === "r"),
-      ...batch.filter((op) => op.kind === "a"),
-    ];
-    const keys: string[] = [];
-    const args = [this.#channel, this.processId, String(ops.length)];
-    for (const op of ops) {
-      keys.push(...op.keys);
-      args.push(op.kind, String(op.keys.length), String(op.args.length), ...op.args);
-    }
+    const { releases, acquires } = batch;
     let reply: Promise<unknown>;
     try {
-      reply = this.#run("batch", keys, args);
+      reply = this.#run(
+        "batch",
+        NO_KEYS,
+        this.#batchHead.concat(batch.releaseArgs, batch.acquireArgs),
+      );
     } catch (error) {
       reply = Promise.reject(error);
     }
     reply.then(
       (replies) => {
         const each = replies as readonly unknown[];
-        ops.forEach((op, i) => op.resolve(each[i]));
+        const r = releases.length;
+        for (let i = 0; i < r; i++) releases[i]!.resolve(each[i]);
+        for (let i = 0; i < acquires.length; i++) acquires[i]!.resolve(each[r + i]);
       },
       (error) => {
-        for (const op of ops) op.reject(error);
+        for (const op of releases) op.reject(error);
+        for (const op of acquires) op.reject(error);
         // The call may have run in Redis all the same (a client's time-out,
         // a connection lost after sending): give back what its acquires may
         // have been granted. Releasing a lease that was never granted does
         // nothing; a failure here is the same failure again.
-        for (const op of ops) {
-          if (op.kind !== "a") continue;
-          const leaseId = op.args[0]!;
-          this.#enqueue({
-            kind: "r",
-            keys: op.scopes.flatMap((s) => [this.#leaseKey(s), this.#queueKey(s)]),
-            args: [leaseId, ...op.scopes],
-            scopes: op.scopes,
-          }).catch(() => {});
-        }
+        for (const op of acquires) this.#enqueueRelease(op.leaseId, op.scopes).catch(() => {});
       },
     );
   }
@@ -687,22 +754,16 @@ class RedisScopesStore implements RedisScopes {
         `Cannot acquire a lease as 'limits' must have one entry per scope (at least one): current value is ${limits.length} for ${scopes.length} scopes`,
       );
     }
-    const keys: string[] = [];
     const patienceMs = options.patienceMs ?? 2_000;
     if (!(patienceMs >= 0) || !Number.isFinite(patienceMs)) {
       throw new RangeError(
         `Cannot acquire a lease as 'patienceMs' must be a finite number >= 0: current value is ${patienceMs}`,
       );
     }
-    const args = [
-      `${this.processId}:${++this.#leases}`,
-      String(this.leaseMs),
-      String(this.#idleTtlMs),
-      this.processId,
-      patienceMs.toFixed(3),
-    ];
+    // Checked before anything is written into the batch.
+    let quotas = false;
     for (let i = 0; i < scopes.length; i++) {
-      const { concurrency, delayMs } = limits[i]!;
+      const { concurrency, delayMs, quota } = limits[i]!;
       if (!(concurrency >= 1) || !(delayMs >= 0) || !Number.isFinite(delayMs)) {
         throw new RangeError(
           `Cannot acquire a lease as 'limits[${i}]' must have concurrency >= 1 and a finite delayMs >= 0: current value is ${
@@ -710,18 +771,35 @@ class RedisScopesStore implements RedisScopes {
           }`,
         );
       }
-      const scope = scopes[i]!;
-      keys.push(
-        this.#leaseKey(scope),
-        this.#stateKey(scope),
-        this.#queueKey(scope),
-        `${this.prefix}alive:${scope}`,
-      );
-      args.push(String(Math.floor(concurrency)), delayMs.toFixed(3));
+      if (quota === undefined) continue;
+      if (
+        !(quota.limit > 0 && quota.limit < Infinity) ||
+        !(quota.windowMs > 0 && quota.windowMs < Infinity) ||
+        !(quota.amount >= 0 && quota.amount < Infinity)
+      ) {
+        throw new RangeError(
+          `Cannot acquire a lease as 'limits[${i}].quota' must have a finite limit > 0, windowMs > 0 and amount >= 0: current value is ${
+            JSON.stringify(quota)
+          }`,
+        );
+      }
+      if (quota.amount > 0) quotas = true;
     }
+    const number = String(++this.#leases);
+    const batch = this.#openBatch();
+    const args = batch.acquireArgs;
+    args.push(quotas ? "q" : "a", String(scopes.length), number, String(patienceMs));
+    for (let i = 0; i < scopes.length; i++) {
+      const { concurrency, delayMs, quota } = limits[i]!;
+      args.push(scopes[i]!, String(Math.floor(concurrency)), String(delayMs));
+      if (!quotas) continue;
+      if (quota === undefined || quota.amount === 0) args.push("0", "0", "0");
+      else args.push(String(quota.limit), String(quota.windowMs), String(quota.amount));
+    }
+    const leaseId = `${this.processId}:${number}`;
     let reply: unknown;
     try {
-      reply = await this.#enqueue({ kind: "a", keys, args, scopes });
+      reply = await this.#add(batch, batch.acquires, leaseId, scopes);
     } catch (error) {
       throw RedisScopesError.from("acquire", scopes, error);
     }
@@ -730,7 +808,7 @@ class RedisScopesStore implements RedisScopes {
       return {
         ok: true,
         lease: {
-          id: args[0]!,
+          id: leaseId,
           scopes: [...scopes],
           grantedAt: Number(r[1]),
           expiresAt: Number(r[2]),
@@ -749,12 +827,7 @@ class RedisScopesStore implements RedisScopes {
   async release(lease: ScopeLease): Promise<void> {
     let heads: unknown;
     try {
-      heads = await this.#enqueue({
-        kind: "r",
-        keys: lease.scopes.flatMap((s) => [this.#leaseKey(s), this.#queueKey(s)]),
-        args: [lease.id, ...lease.scopes],
-        scopes: lease.scopes,
-      });
+      heads = await this.#enqueueRelease(lease.id, lease.scopes);
     } catch (error) {
       throw RedisScopesError.from("release", lease.scopes, error);
     }
