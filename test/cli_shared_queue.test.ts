@@ -31,7 +31,12 @@ interface Fetch {
  * A site of `count` linked HTML pages `/p0`... (page i links to 2i+1, 2i+2
  * and back to page 0), each answered after `latencyMs`; every fetch recorded.
  */
-async function treeSite(count: number, latencyMs: number) {
+async function treeSite(
+  count: number,
+  latencyMs: number,
+  /** The first page's latency (the seed): workers started with it have time to join. */
+  firstMs = latencyMs,
+) {
   const fetches: Fetch[] = [];
   const s = await startRecordingServer((req: IncomingMessage, res: ServerResponse) => {
     const path = req.url ?? "";
@@ -53,7 +58,7 @@ async function treeSite(count: number, latencyMs: number) {
         .map((k) => `<a href="/p${k}">p${k}</a>`).join(" ");
       res.writeHead(200, { "content-type": "text/html", connection: "close" });
       res.end(`<html><body>${links}</body></html>`, () => fetch.answered = true);
-    }, latencyMs);
+    }, path === "/p0" ? firstMs : latencyMs);
     res.on("close", () => clearTimeout(timer));
   });
   servers.push(s);
@@ -139,7 +144,9 @@ describe("politely crawl --shared-queue", () => {
   it(
     "a seeding worker and a joining one crawl a linked site once between them, both exit 0; status says finished",
     async () => {
-      const site = await treeSite(30, 30);
+      // The seed page takes 3 s and the others 300 ms (7 s for one worker
+      // alone): on a loaded machine the joiner's start can take seconds.
+      const site = await treeSite(30, 300, 3_000);
       const { prefix } = await freshJob();
       const dir = tempDir();
       writeFileSync(join(dir, "urls.txt"), `${site.origin}/p0\n`);
