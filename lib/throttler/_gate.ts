@@ -131,6 +131,7 @@ export abstract class Gate extends ScopeStore {
 
   /** @internal Queue a request; `owner.start` runs when every scope and the global cap allow. */
   submit(owner: GateOwner, request: unknown, attempt: number, claims: RequestScopes): void {
+    this.clockStale();
     this.depth++;
     try {
       // Sweep here, between decisions, never while a ticket's scopes are being looked up.
@@ -158,7 +159,8 @@ export abstract class Gate extends ScopeStore {
    * `slot` is what `GateOwner.start` was given, if kept.
    */
   release(scopes: RequestScopes, result?: DoneInfo, slot?: object): void {
-    const now = this.scheduler.now();
+    this.clockStale();
+    const now = this.clock();
     this.#active--;
     const names = scopes.names;
     const traffic = this.traffic;
@@ -239,6 +241,7 @@ export abstract class Gate extends ScopeStore {
         const s = this.stateOf(scope, entry);
         if (set !== undefined) { for (const fn of set) fn(s); }
         for (const fn of this.allWatchers) fn(s);
+        this.clockStale();
       }
     }
     if (this.#attached > 0 && entry.manager.nextWakeAt !== undefined) {
@@ -252,6 +255,7 @@ export abstract class Gate extends ScopeStore {
     if (changed === undefined || this.#draining) return;
     this.#changedScopes = undefined;
     this.#changes.next([...changed]);
+    this.clockStale();
   }
 
   #tryStart(
@@ -281,7 +285,7 @@ export abstract class Gate extends ScopeStore {
         entry.waiting.push(owner, request, attempt, claims);
         return false;
       }
-      if (now !== now) now = this.scheduler.now();
+      if (now !== now) now = this.clock();
       this.advance(scope, entry, now);
       const wait = entry.manager.canSend(now, amounts[i]);
       if (wait > 0) {
@@ -304,9 +308,10 @@ export abstract class Gate extends ScopeStore {
     decidedAt: number,
     only: ScopeEntry | undefined,
   ): void {
-    // Read the clock again: the send is recorded as close as possible to the
-    // download's start, so "not before" times are measured from the real send.
-    const clock = this.scheduler.now();
+    // The send is recorded as close as possible to the download's start, so
+    // "not before" times are measured from the real send: the decision's
+    // reading if nothing outside the throttler ran since, else a new one.
+    const clock = this.clock();
     const now = decidedAt > clock ? decidedAt : clock; // NaN: the clock
     const names = claims.names;
     const amounts = claims.amounts ?? NO_AMOUNTS;
@@ -324,6 +329,7 @@ export abstract class Gate extends ScopeStore {
       this.changed(scope, entry, now);
     }
     owner.start(request, attempt, claims, now, names.length === 1 ? entry : undefined);
+    this.clockStale(); // the download ran
   }
 
   /** Start waiting tickets of a scope while its head can go. */
@@ -335,7 +341,7 @@ export abstract class Gate extends ScopeStore {
         this.#stalled.add(scope);
         return;
       }
-      const now = this.scheduler.now();
+      const now = this.clock();
       const claims = waiting.headClaims();
       const names = claims.names;
       const amounts = claims.amounts ?? NO_AMOUNTS;
@@ -446,10 +452,11 @@ export abstract class Gate extends ScopeStore {
       t.timer.unsubscribe();
     }
     t.timerAt = at;
-    t.timer = scheduleAfter(this.scheduler, at - this.scheduler.now(), () => {
+    t.timer = scheduleAfter(this.scheduler, at - this.clock(), () => {
       t.timer = undefined;
       t.timerAt = 0;
       if (this.lookup(scope) !== entry) return;
+      this.clockStale();
       this.#dirty.push(scope);
       this.#drain();
     });
@@ -469,7 +476,8 @@ export abstract class Gate extends ScopeStore {
       w.wake = undefined;
       w.wakeAt = 0;
       if (this.lookup(scope) !== entry) return;
-      const t = this.scheduler.now();
+      this.clockStale();
+      const t = this.clock();
       this.advance(scope, entry, t);
       this.changed(scope, entry, t);
       this.#dirty.push(scope);
@@ -487,7 +495,7 @@ export abstract class Gate extends ScopeStore {
   }
 
   #delayed(scope: string | undefined, reason: WaitReason, waitMs: number): void {
-    this.emit({ type: "request-delayed", at: this.scheduler.now(), scope, reason, waitMs });
+    this.emit({ type: "request-delayed", at: this.clock(), scope, reason, waitMs });
   }
 
   /** A quota scope whose requests carry no amounts never uses its quota: say so once. */
