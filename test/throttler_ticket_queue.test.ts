@@ -4,14 +4,21 @@ import type { RequestScopes } from "../lib/scopes/scopes.ts";
 import { type GateOwner, TicketQueue } from "../lib/throttler/_ticket_queue.ts";
 
 const owners: GateOwner[] = [0, 1, 2].map(() => ({ start: () => {} }));
-const claims: RequestScopes = { names: ["a"], amounts: undefined };
+/** Two sets of scopes, so a queue holds tickets of several (the global queue does). */
+const claims: RequestScopes[] = [
+  { names: ["a"], amounts: undefined },
+  { names: ["a", "b"], amounts: undefined },
+];
+/** Tickets vary in owner, attempt and scopes: each of the three has a common and a rare case. */
+const attemptOf = (id: number) => id % 5 === 0 ? 1 + id % 3 : 1;
+const claimsOf = (id: number) => claims[id % 7 === 0 ? 1 : 0]!;
 
 function drain(q: TicketQueue): [number, number][] {
   const out: [number, number][] = [];
   while (q.size > 0) {
     out.push([owners.indexOf(q.headOwner()), q.headRequest() as number]);
-    expect(q.headAttempt()).toBe((q.headRequest() as number) % 5 + 1);
-    expect(q.headClaims()).toBe(claims);
+    expect(q.headAttempt()).toBe(attemptOf(q.headRequest() as number));
+    expect(q.headClaims()).toBe(claimsOf(q.headRequest() as number));
     q.shift();
   }
   return out;
@@ -32,11 +39,13 @@ describe("TicketQueue", () => {
         let id = 0;
         for (const o of ops) {
           if ("push" in o) {
-            q.push(owners[o.push]!, id, id % 5 + 1, claims);
+            q.push(owners[o.push]!, id, attemptOf(id), claimsOf(id));
             model.push([o.push, id++]);
           } else if ("shift" in o) {
             if (model.length > 0) {
               expect([owners.indexOf(q.headOwner()), q.headRequest()]).toEqual(model[0]);
+              expect(q.headAttempt()).toBe(attemptOf(model[0]![1]));
+              expect(q.headClaims()).toBe(claimsOf(model[0]![1]));
             }
             q.shift();
             model.shift();
