@@ -16,31 +16,46 @@ const claimsOf = (id: number) => claims[id % 7 === 0 ? 1 : 0]!;
 function drain(q: TicketQueue): [number, number][] {
   const out: [number, number][] = [];
   while (q.size > 0) {
-    out.push([owners.indexOf(q.headOwner()), q.headRequest() as number]);
-    expect(q.headAttempt()).toBe(attemptOf(q.headRequest() as number));
-    expect(q.headClaims()).toBe(claimsOf(q.headRequest() as number));
+    const id = q.headRequest() as number;
+    out.push([owners.indexOf(q.headOwner()), id]);
+    expect(q.headAttempt()).toBe(id < 0 ? 1 : attemptOf(id));
+    expect(q.headClaims()).toBe(id < 0 ? claims[0] : claimsOf(id));
     q.shift();
   }
   return out;
 }
 
 describe("TicketQueue", () => {
-  it("TicketQueue keeps its tickets first in, first out through growth, wrapping and dropOwner", () => {
-    // Operations: push a ticket of an owner, shift one, or drop an owner's tickets.
+  it("TicketQueue keeps its tickets first in, first out through growth, wrapping, dropOwner and moveHeadTo", () => {
+    // Operations: push a ticket of an owner, shift one, drop an owner's
+    // tickets, or move the first ticket to a second queue (pushed to by
+    // another owner first, so moved tickets change between common and rare).
     const op = fc.oneof(
       fc.record({ push: fc.integer({ min: 0, max: 2 }) }),
       fc.constant({ shift: true }),
       fc.record({ drop: fc.integer({ min: 0, max: 2 }) }),
+      fc.constant({ move: true }),
     );
     fc.assert(
       fc.property(fc.array(op, { maxLength: 300 }), (ops) => {
         const q = new TicketQueue();
         const model: [number, number][] = [];
+        const other = new TicketQueue();
+        const otherModel: [number, number][] = [];
         let id = 0;
         for (const o of ops) {
           if ("push" in o) {
             q.push(owners[o.push]!, id, attemptOf(id), claimsOf(id));
             model.push([o.push, id++]);
+          } else if ("move" in o) {
+            if (model.length > 0) {
+              if (other.size === 0) {
+                other.push(owners[2]!, -1, 1, claims[0]!);
+                otherModel.push([2, -1]);
+              }
+              q.moveHeadTo(other);
+              otherModel.push(model.shift()!);
+            }
           } else if ("shift" in o) {
             if (model.length > 0) {
               expect([owners.indexOf(q.headOwner()), q.headRequest()]).toEqual(model[0]);
@@ -58,6 +73,7 @@ describe("TicketQueue", () => {
           expect(q.size).toBe(model.length);
         }
         expect(drain(q)).toEqual(model);
+        expect(drain(other)).toEqual(otherModel);
       }),
       { numRuns: 300 },
     );

@@ -95,6 +95,16 @@ export class TicketQueue {
     return rest instanceof Ticket ? rest.claims : rest as RequestScopes;
   }
 
+  /** Move the first ticket to the end of `other`. */
+  moveHeadTo(other: TicketQueue): void {
+    const slots = this.#slots;
+    const h = this.#head;
+    const rest = slots[h + 1];
+    if (rest instanceof Ticket) other.push(rest.owner, slots[h], rest.attempt, rest.claims);
+    else other.push(this.#owner!, slots[h], 1, rest as RequestScopes);
+    this.shift();
+  }
+
   /** Drop the first ticket (read it first). */
   shift(): void {
     if (this.#size === 0) return;
