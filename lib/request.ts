@@ -53,11 +53,11 @@ export function requestUrl(request: unknown): string | undefined {
 
 /** The meta of a request-like value (`meta` property), or `undefined`. */
 export function requestMeta(request: unknown): RequestMeta | undefined {
-  if (typeof request === "object" && request !== null && !(request instanceof Request)) {
-    const meta = (request as { meta?: unknown }).meta;
-    if (typeof meta === "object" && meta !== null) return meta as RequestMeta;
-  }
-  return undefined;
+  if (typeof request !== "object" || request === null) return undefined;
+  const meta = (request as { meta?: unknown }).meta;
+  // Most requests have no meta: the Request check comes after (the gate asks per request).
+  if (typeof meta !== "object" || meta === null || request instanceof Request) return undefined;
+  return meta as RequestMeta;
 }
 
 /** The priority of a request-like value (`priority` property), default 0. */

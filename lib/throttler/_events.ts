@@ -40,6 +40,17 @@ export abstract class ThrottlerEvents {
    * call may still be held by a caller up the stack: it is not reused.
    */
   protected depth = 0;
+  /**
+   * The clock's reading in the current stretch of the throttler's own work,
+   * NaN when there is none: cleared when the gate is entered and whenever
+   * code outside the throttler may have run since (an event emitted, a
+   * download started, a listener called), where time passes. Within a
+   * stretch the gate's decisions and the send they lead to share one
+   * reading, as if read again: only the throttler's own arithmetic runs
+   * between them. A clock read costs about as much as the gate's decision
+   * (bench/core.bench.ts).
+   */
+  #reading = Number.NaN;
 
   /** Every throttling event, as it happens. */
   readonly events$: Observable<ThrottleEvent> = this.#events.asObservable();
@@ -79,7 +90,20 @@ export abstract class ThrottlerEvents {
       if (this.#notices.observed && !PER_REQUEST_EVENTS.has(event.type)) this.#notices.next(event);
     } finally {
       this.depth--;
+      this.#reading = Number.NaN; // listeners ran
     }
+  }
+
+  /** The clock's reading of the current stretch (see `#reading`), read now if there is none. */
+  protected clock(): number {
+    let t = this.#reading;
+    if (t !== t) t = this.#reading = this.scheduler.now(); // NaN: none
+    return t;
+  }
+
+  /** Time may have passed (the gate was entered, or called out): the next `clock()` reads anew. */
+  protected clockStale(): void {
+    this.#reading = Number.NaN;
   }
 
   /** Emit a warning event once per `key` (and log it in debug mode). */

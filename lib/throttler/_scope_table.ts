@@ -58,6 +58,9 @@ export class ScopeTable<E extends Slotted> {
 
   /** The entry of a scope, if stored. */
   get(scope: string): E | undefined {
+    // Asked again right after a miss (the gate looks before it creates): no
+    // change since, so still a miss, and `add` keeps the slot found.
+    if (scope === this.#missScope && this.#missAt >= 0) return undefined;
     const h = hashScope(scope);
     const slots = this.#slots;
     const hashes = this.#hashes;
