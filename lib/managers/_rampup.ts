@@ -36,7 +36,12 @@
  *
  * @module
  */
-import { parseSettings, type RampupConfig, type ResolvedRampup } from "../settings/settings.ts";
+import {
+  parseSettings,
+  type RampupConfig,
+  type ResolvedRampup,
+  resolveRampup,
+} from "../settings/settings.ts";
 import type { DoneInfo, ScopeStep } from "./scope_manager_protocol.ts";
 import { admitted } from "./_admitted.ts";
 import { SendLog } from "./_send_log.ts";
@@ -1283,14 +1288,5 @@ export function resolveRampupOption(
 ): ResolvedRampup {
   if (input === true) return base;
   parseSettings({ rampup: input }, "rampup"); // validates; throws naming the field
-  const t = input.backoffTarget;
-  return {
-    backoffTarget: t === undefined
-      ? base.backoffTarget
-      : typeof t === "number"
-      ? [t, t]
-      : [t[0], t[1]],
-    delayFactor: input.delayFactor ?? base.delayFactor,
-    minDelayMs: input.minDelayMs ?? base.minDelayMs,
-  };
+  return resolveRampup(base, input);
 }

@@ -609,7 +609,12 @@ function resolveBackoff(
   };
 }
 
-function resolveRampup(
+/**
+ * Rampup options filled in from `base` (the settings' `rampup`); `input`
+ * already checked against the schema.
+ * @internal
+ */
+export function resolveRampup(
   base: ResolvedRampup,
   input: z.output<typeof rampupSchema> | undefined,
 ): ResolvedRampup {
