@@ -69,8 +69,40 @@ describe("a quota told by the server's holds", () => {
       admit(m, t);
     }
     expect(sends).toEqual([[3_000, 0], [3_180, 0], [3_360, 0], [3_540, 0], [3_720, 0]]);
-    expect(m.canSend(3_900)).toBe(6_000 - 3_900);
+    // The first window probes one past the quota half way through the told
+    // window; refused, the quota stays and the next goes at the reset.
+    expect(m.canSend(3_900)).toBe(4_500 - 3_900);
     expect(m.state(3_900).quota).toEqual({ limit: 5, used: 5, resetsAt: 6_000 });
+    expect(m.canSend(4_500)).toBe(0);
+    refuse(m, 4_500, 1_000);
+    expect(m.canSend(4_600)).toBe(6_000 - 4_600);
+    expect(m.state(4_600).quota).toMatchObject({ limit: 5, resetsAt: 6_000 });
+  });
+
+  it("ThrottlingScopeManager: a quota told by holds whose probe admits half a quota more was told by no window: the controller paces from twice the told rate after that window", () => {
+    const m = manager();
+    firstWindow(m, 3_000);
+    m.advance(110);
+    for (let k = 0; k < 5; k++) admit(m, 3_000 + 180 * k);
+    // Half way through the told window: half the quota more (3), one at a
+    // time at the quota's pace, each admitted.
+    let t = 4_500;
+    for (let k = 0; k < 3; k++) {
+      t += m.canSend(t);
+      expect(m.state(t).quota).toBeDefined();
+      admit(m, t);
+      t += 11;
+    }
+    // Nothing more in this window; from its end the quota is gone and the
+    // scope paces at twice the told rate (10 per 3 s), climbing when quiet.
+    expect(m.canSend(t)).toBe(6_000 - t);
+    expect(whys(m.advance(t))).toEqual([]);
+    expect(m.canSend(6_000)).toBe(0);
+    expect(m.state(6_000).quota).toBeUndefined();
+    expect(whys(m.advance(6_000))).toEqual([
+      "half a quota more half way through a window told by holds was admitted, the holds tell no window: pacing 3.33/s",
+    ]);
+    expect(m.state(6_000).delayMs).toBeCloseTo(300, 6);
   });
 
   // [what, holdEnd of the first window, quota after, delay cut?]
@@ -157,9 +189,10 @@ describe("a quota told by the server's holds", () => {
     // at its first send (0), four times as the window creeps back above
     // 2.9 s; eight quiet windows after the last, the quota tries 6 and is
     // refused at its sixth; the next try is sixteen windows later (it was
-    // every eighth before: each costs a hold).
+    // every eighth before: each costs a hold). The first window probes
+    // one past the quota half way through (refused: a window).
     expect(sent).toEqual([
-      ...[5, 5, 5, 0, 5, 5, 0, 5, 5, 5, 0, 5, 5, 5, 0],
+      ...[6, 5, 5, 0, 5, 5, 0, 5, 5, 5, 0, 5, 5, 5, 0],
       ...Array(7).fill(5),
       6,
       ...Array(15).fill(5),

@@ -892,3 +892,32 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     expect(a.stats.arrivals).toEqual(b.stats.arrivals);
   });
 });
+
+describe("a bucket that always says the same Retry-After (virtual time)", () => {
+  // A 14/s bucket of 5 answering 503 with Retry-After: 2 whatever its own
+  // wait: its first hold told a quota of 5 per 2.1 s (2.4/s). Quiet at half
+  // that window only after 14 s, the scope then paced at 5.8/s and never
+  // climbed (0.34 of the site's rate). Its probe, half a quota more half way
+  // through the first window, is admitted: the holds told no window, and the
+  // scope climbs from twice the told rate until refused, then stays under
+  // the pace it climbed from.
+  const site: ZooSiteSpec = {
+    name: "bucket 14/s b5, Retry-After always 2",
+    limiter: { shape: "token-bucket", ratePerSec: 14, burst: 5 },
+    latencyMs: 28,
+    status: 503,
+    retryAfter: 2,
+  };
+  it("the defaults leave the told quota within one window and climb to just under the site's rate", () => {
+    const r = runZooCrawl({ site, pages: 200, settings: { retry: { times: 10 } }, events: true });
+    const steps = r.events.flatMap((e) => e.type === "rampup" ? [{ at: e.at, why: e.why }] : []);
+    const left = steps.find((s) => s.why.includes("the holds tell no window"));
+    expect(left?.why).toMatch(/^half a quota more half way through a window/);
+    expect(left!.at).toBeLessThan(5_000);
+    const refusedClimbing = steps.filter((s) => s.why.startsWith("refused climbing at"));
+    expect(refusedClimbing.length).toBeGreaterThanOrEqual(1);
+    expect(r.ok).toBe(200);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.5);
+    expect(r.refused / r.requests).toBeLessThanOrEqual(0.05);
+  });
+});

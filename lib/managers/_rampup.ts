@@ -241,6 +241,8 @@ export class RampupController {
    * though far apart when sent), so reaching it quiet means climbing on.
    */
   #hiSoft = false;
+  /** The pace the last climb step went up from (quiet long enough to climb). */
+  #climbedFrom = 0;
   /**
    * The most the site admitted before its first refusal: a bucket's saved
    * burst hides a pace above its rate until it is spent, so a climb step
@@ -384,23 +386,34 @@ export class RampupController {
 
   /**
    * A quota told by holds (see `onTrigger`) stayed quiet at `rate`, twice
-   * the rate it was told: the holds were far longer than the site's window
-   * (a Retry-After that is the same whatever the time to the reset), so they
-   * say nothing of it. The controller paces from `rate`, known good, and
-   * climbs from there as after any quiet round; what the scope admitted
-   * under the quota was its own pace, not the site's, and starts no episode.
+   * the rate it was told, or (`climb`) its probe admitted half a quota more
+   * half way through a window: the holds were far longer than the site's
+   * window (a Retry-After that is the same whatever the time to the reset),
+   * so they say nothing of it. The controller paces from `rate`, known good.
+   * After a probe it climbs from there (CLIMB_COSTLY per quiet stretch long
+   * enough to spend a burst as large as the first run of admits): such a
+   * site's rate may be far above twice the told one (a 14/s bucket told 5
+   * per 2 s). After quiet windows at half the told window it does not (each
+   * climb step cost a real window a hold). What the scope admitted under the
+   * quota was its own pace, not the site's, and starts no episode.
    */
-  leaveQuota(knobs: RampKnobs, rate: number): void {
+  leaveQuota(knobs: RampKnobs, rate: number, climb: boolean): void {
     this.rate = this.#clampRate(rate);
     this.#lastQuiet = this.rate;
     if (!(this.#hi > this.rate)) this.#hi = Infinity;
+    if (climb && this.#hi === Infinity) {
+      this.#climb = true;
+      this.#climbBurst = this.#firstAdmits;
+    }
     this.#episodeStart = Number.NaN;
     this.#apply(knobs);
     this.#report(
       knobs,
-      `a quota told by holds stayed quiet at twice its rate, the holds tell no window: pacing ${
-        fmt(this.rate)
-      }/s`,
+      `${
+        climb
+          ? "half a quota more half way through a window told by holds was admitted"
+          : "a quota told by holds stayed quiet at twice its rate"
+      }, the holds tell no window: pacing ${fmt(this.rate)}/s`,
     );
   }
 
@@ -725,6 +738,19 @@ export class RampupController {
       // refusing (5% → 7% refused in the zoo's table).
       next = Math.min(this.#lastQuiet, pace) * (1 - 2 * CONVERGED);
       why = `refused at ${fmt(pace)}/s, near the quiet ${fmt(this.#lastQuiet)}/s: rate ${
+        fmt(next)
+      }/s`;
+    } else if (
+      this.#climb && this.rate !== Infinity && this.#climbedFrom > 0 &&
+      pace <= this.#climbedFrom * CLIMB * (1 + CONVERGED)
+    ) {
+      // Refused in a climb: the pace it climbed from, one step below, is
+      // the limit found (what was admitted since the first refusal counts
+      // the climb's slow start, far below it).
+      next = Math.min(this.#climbedFrom, pace) * (1 - 2 * CONVERGED);
+      // Found: quiet rounds above it pass on a burst saved while held.
+      this.#hi = Math.min(this.#hi, pace, next / (1 - CONVERGED_COSTLY));
+      why = `refused climbing at ${fmt(pace)}/s: back under ${fmt(this.#climbedFrom)}/s, rate ${
         fmt(next)
       }/s`;
     } else if (est !== undefined && est < pace) {
@@ -1204,6 +1230,7 @@ export class RampupController {
         return;
       }
       next = Math.min(before * factor, carried);
+      this.#climbedFrom = before;
       why = `quiet at ${fmt(before)}/s, no refused rate above: climbing to ${fmt(next)}/s`;
     } else if (this.#hi !== Infinity && before < this.#hi * (1 - converged)) {
       // Half way to the refused rate; a quarter when a refusal is costly.

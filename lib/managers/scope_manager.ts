@@ -198,12 +198,12 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       }
       if (x.ann !== undefined) {
         const paceWait = x.ann.waitMs(now);
-        if (x.ann.outgrown && x.ramp !== undefined) {
+        if (now >= x.ann.outgrownAt && x.ramp !== undefined) {
           // The holds told no window: the controller paces from here.
           const a = x.ann;
           x.ann = undefined;
           const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
-          x.ramp.leaveQuota(knobs, (a.limit * 1000) / a.windowMs);
+          x.ramp.leaveQuota(knobs, a.leaveRate(), a.probeAdmits >= a.probeNeed && a.probeNeed > 0);
           this.#delayMs = knobs.delayMs;
           this.#concurrency = knobs.concurrency;
           return this.canSend(now, amount);
@@ -296,6 +296,11 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         if (this.#concurrency >= this.config.concurrency) this.#slowStart = false;
       }
     }
+    const ann = this.#x?.ann;
+    if (
+      ann !== undefined && result?.sentAt !== undefined && ann.probing(result.sentAt) &&
+      admitted(result, this.config.backoff.httpCodes)
+    ) ann.probeAdmitted();
     this.#x?.ramp?.onDone(now, result);
   }
 
@@ -311,7 +316,9 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       if (a !== undefined && a.inferred && x.level === 0) {
         // Held within a quota told by holds: the quota is corrected, the
         // pace is not cut (lib/managers/_rampup.ts told the quota instead).
-        if (!(now < a.shrunkUntil)) a.refusedWithin(now, x.holdUntil);
+        if (signal.sentAt !== undefined && a.probing(signal.sentAt)) {
+          a.probeRefused(x.holdUntil);
+        } else if (!(now < a.shrunkUntil)) a.refusedWithin(now, x.holdUntil);
         return;
       }
     }
@@ -637,11 +644,27 @@ class AnnouncedWindow {
   /** Quiet windows at the floor (half the told window), none refused early. */
   atFloor = 0;
   /**
-   * Quiet for INFERRED_OUTGROWN windows at half the told window: the holds
-   * were far longer than the site's window and told none (the manager hands
-   * the scope back to its controller).
+   * From when the holds are known to have told no window (NaN: not known):
+   * quiet for INFERRED_OUTGROWN windows at half the told window, or a probe
+   * admitted (see `probe`). The manager then hands the scope back to its
+   * controller.
    */
-  outgrown = false;
+  outgrownAt = Number.NaN;
+  /**
+   * The probe of a quota told by holds: up to half the quota more, half way
+   * through its first window, at the quota's pace ("due" until that window
+   * opens, "armed" in it, "on" from the first extra send until a refusal or
+   * enough admits, or the window after; then "done").
+   */
+  probe: "due" | "armed" | "on" | "done" = "done";
+  /** When the armed probe may go. */
+  probeAt = Number.NaN;
+  /** The probe's sends went from this time until `probeUntil` (the end of its window). */
+  probeFrom = Number.NaN;
+  probeUntil = Number.NaN;
+  /** Extra sends admitted so far, and how many tell that the holds told no window. */
+  probeAdmits = 0;
+  probeNeed = 0;
 
   /**
    * A quota of `limit` per `windowMs` told by the server's holds (not
@@ -659,6 +682,7 @@ class AnnouncedWindow {
     this.atFloor = 0;
     this.currentWindowMs = windowMs;
     this.endedWindowMs = windowMs;
+    this.probe = "due";
     // Refusals of requests in flight at this one were told already.
     this.shrunkUntil = resetAt;
     this.start(now, resetAt, 0);
@@ -763,6 +787,17 @@ class AnnouncedWindow {
       const windows = Math.floor((now - this.resetAt) / w) + 1;
       this.resetAt += windows * w;
       if (this.inferred) {
+        if (this.probe === "due") {
+          // A window admits nothing past its quota until it resets (a few
+          // more where the quota was told short); holds that told no window
+          // (the same Retry-After whatever the wait) admit half a quota more
+          // half way through.
+          this.probe = "armed";
+          this.probeAt = this.resetAt - w + this.toldWindowMs / 2;
+          this.probeUntil = this.resetAt;
+        } else if (this.probe === "armed" || (this.probe === "on" && now >= this.probeUntil + w)) {
+          this.probe = "done";
+        }
         this.endedWindowMs = this.currentWindowMs;
         this.currentWindowMs = w;
         // A quota told by holds may be short (in flight at a refusal): one
@@ -783,7 +818,7 @@ class AnnouncedWindow {
           // the time to the reset), and the steps grow. A window's own
           // Retry-After refuses the first step below it at once.
           this.shrinkStep = Math.min(INFERRED_STEP_MAX, this.shrinkStep * 2);
-          if (w <= floor && ++this.atFloor >= INFERRED_OUTGROWN) this.outgrown = true;
+          if (w <= floor && ++this.atFloor >= INFERRED_OUTGROWN) this.outgrownAt = now;
         }
       }
       const limit = this.limit;
@@ -802,7 +837,60 @@ class AnnouncedWindow {
       this.#roll(now);
       if (Number.isNaN(this.resetAt)) return 0;
     }
+    if (this.left <= 0 && this.probe === "armed") {
+      if (!(now >= this.probeAt)) return Math.min(this.resetAt, this.probeAt) - now;
+      this.#startProbe(now);
+    }
     return this.left <= 0 ? this.resetAt - now : this.lastSentAt + this.gapMs - now;
+  }
+
+  /**
+   * The rate a quota whose holds told no window leaves off at: its own at
+   * the floor (half the told window), or twice the told one after a probe
+   * admitted half a quota more half way through a window.
+   */
+  leaveRate(): number {
+    return this.probeAdmits >= this.probeNeed && this.probeNeed > 0
+      ? (2 * this.limit * 1000) / this.toldWindowMs
+      : (this.limit * 1000) / this.windowMs;
+  }
+
+  #startProbe(now: number): void {
+    this.probe = "on";
+    this.probeFrom = now;
+    this.probeAdmits = 0;
+    this.probeNeed = Math.ceil(this.limit / 2);
+    // One at a time: a window refuses the first extra past its quota, and
+    // those in flight with it would be refused as well.
+    this.left = 1;
+  }
+
+  /** Whether a request sent at `sentAt` was one of the probe's extra sends. */
+  probing(sentAt: number): boolean {
+    return this.probe === "on" && sentAt >= this.probeFrom && sentAt < this.probeUntil;
+  }
+
+  /** One of the probe's extra sends admitted: enough of them and the holds told no window. */
+  probeAdmitted(): void {
+    if (++this.probeAdmits < this.probeNeed) {
+      if (this.left <= 0) this.left = 1;
+      return;
+    }
+    this.probe = "done";
+    // From the end of this window: its extra sends are in the site's count.
+    this.outgrownAt = this.resetAt;
+  }
+
+  /**
+   * One of the probe's extra sends refused, held until `holdEnd`: a window
+   * (its quota as many more as were admitted). Nothing more in this one; the
+   * next begins as told (a sliding window frees slots at the pace they were
+   * taken, not at the hold's end).
+   */
+  probeRefused(holdEnd: number): void {
+    this.probe = "done";
+    this.left = 0;
+    this.shrunkUntil = holdEnd;
   }
 
   onSent(now: number): void {
@@ -815,6 +903,7 @@ class AnnouncedWindow {
       this.#roll(now);
       if (Number.isNaN(this.resetAt)) return;
     }
+    if (this.left <= 0 && this.probe === "armed" && now >= this.probeAt) this.#startProbe(now);
     this.left--;
     this.lastSentAt = now;
   }
