@@ -145,6 +145,27 @@ describe("fixedWindowTake()", () => {
       state = d.state;
     }
   });
+
+  it('fixedWindowTake() with anchor "request" begins each window at the first arrival after the last one ended', () => {
+    const config = { quota: 2, windowMs: 1000, anchor: "request" } as const;
+    // [arrival ms, admitted, remaining, reset in ms]
+    const table: [number, boolean, number, number][] = [
+      [300, true, 1, 1000],
+      [800, true, 0, 500],
+      [1299, false, 0, 1],
+      [1310, true, 1, 1000], // the second window begins here, not at 1300
+      [2305, true, 0, 5],
+      [2309, false, 0, 1],
+      [3750, true, 1, 1000], // and after a quiet spell, here
+    ];
+    let state: FixedWindowState = FIXED_WINDOW_UNUSED;
+    for (const [at, allowed, remaining, resetInMs] of table) {
+      const d = fixedWindowTake(config, state, at);
+      expect({ at, allowed: d.allowed, remaining: d.remaining, reset: d.resetInMs })
+        .toEqual({ at, allowed, remaining, reset: resetInMs });
+      state = d.state;
+    }
+  });
 });
 
 describe("minIntervalTake()", () => {

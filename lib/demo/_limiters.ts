@@ -122,6 +122,14 @@ export function concurrencyRelease(state: ConcurrencyState): ConcurrencyState {
 export interface FixedWindowConfig {
   readonly quota: number;
   readonly windowMs: number;
+  /**
+   * Where windows begin: back to back from the first use ("first-use"), or
+   * each at the first request after the last one ended ("request": a counter
+   * with a time-to-live, as Redis INCR + EXPIRE and most per-client limiters
+   * keep it), so a window begins later each time the client pauses.
+   * @default "first-use"
+   */
+  readonly anchor?: "first-use" | "request";
 }
 
 /** A fixed window's state: the current window's start (unset before first use) and its count. */
@@ -145,7 +153,8 @@ export const FIXED_WINDOW_UNUSED: FixedWindowState = { windowStartMs: undefined,
 
 /**
  * One arrival at `nowMs`. Windows start at first use and follow each other
- * back to back (`start + k * windowMs`), so a quiet spell does not shift them.
+ * back to back (`start + k * windowMs`), so a quiet spell does not shift them;
+ * with `anchor: "request"` each begins at the first arrival after the last.
  */
 export function fixedWindowTake(
   config: FixedWindowConfig,
@@ -155,7 +164,9 @@ export function fixedWindowTake(
   let start = state.windowStartMs ?? nowMs;
   let used = state.used;
   if (nowMs >= start + config.windowMs) {
-    start += Math.floor((nowMs - start) / config.windowMs) * config.windowMs;
+    start = config.anchor === "request"
+      ? nowMs
+      : start + Math.floor((nowMs - start) / config.windowMs) * config.windowMs;
     used = 0;
   }
   const allowed = used < config.quota;

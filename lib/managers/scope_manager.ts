@@ -758,8 +758,13 @@ class AnnouncedWindow {
    */
   sameReset(now: number, resetAt: number, remaining: number): number {
     const current = this.resetAt;
-    const same = now < current && resetAt >= current && remaining <= this.lastRemaining &&
+    // A reset rolled on from the last one by the window is a guess, not a
+    // bound: a window that begins at its first request (most per-client
+    // limiters) begins after that, and later each time.
+    const same = !this.#rolled && now < current && resetAt >= current &&
+      remaining <= this.lastRemaining &&
       resetAt - current < (this.windowMs < 1_000 ? this.windowMs : 1_000);
+    this.#rolled = false;
     this.lastRemaining = remaining;
     return same ? current : resetAt;
   }
@@ -780,12 +785,16 @@ class AnnouncedWindow {
     this.gapMs = gap * ANNOUNCED_SPREAD;
   }
 
+  /** Whether `resetAt` was rolled on by `#roll` since the last announcement. */
+  #rolled = false;
+
   /** Past the reset: the learned quota's next window, or nothing in force. */
   #roll(now: number): void {
     const w = this.windowMs;
     if (w > 0 && this.limit >= 1) {
       const windows = Math.floor((now - this.resetAt) / w) + 1;
       this.resetAt += windows * w;
+      this.#rolled = true;
       if (this.inferred) {
         if (this.probe === "due") {
           // A window admits nothing past its quota until it resets (a few

@@ -29,8 +29,17 @@ import { seededRandom } from "./zoo_random.ts";
 export type LimiterSpec =
   /** `ratePerSec` sustained, `burst` at once (a burst of 1 is a GCRA: strict spacing). */
   | { readonly shape: "token-bucket"; readonly ratePerSec: number; readonly burst: number }
-  /** `quota` requests per `windowMs`, windows back to back from the first request. */
-  | { readonly shape: "fixed-window"; readonly quota: number; readonly windowMs: number }
+  /**
+   * `quota` requests per `windowMs`, windows back to back from the first
+   * request; with `anchor: "request"` each window begins at the first
+   * request after the last one ended (a counter with a time-to-live).
+   */
+  | {
+    readonly shape: "fixed-window";
+    readonly quota: number;
+    readonly windowMs: number;
+    readonly anchor?: "first-use" | "request";
+  }
   /** At most `quota` requests in any span of `windowMs` (a sliding log). */
   | { readonly shape: "sliding-window"; readonly quota: number; readonly windowMs: number }
   /**
@@ -178,6 +187,10 @@ export function validateZooSpec(spec: ZooSiteSpec): void {
       }
       return;
     case "fixed-window":
+      if (l.anchor !== undefined && l.anchor !== "first-use" && l.anchor !== "request") {
+        throw invalid("limiter.anchor", '"first-use" or "request"', l.anchor);
+      }
+    // falls through
     case "sliding-window":
       count("limiter.quota", l.quota);
       positive("limiter.windowMs", l.windowMs);
