@@ -14,6 +14,11 @@ export interface RetryOptions {
   readonly enabled?: boolean;
   /** Retries after the first attempt. @default settings.retry.times (RETRY_TIMES, 2) */
   readonly times?: number;
+  /**
+   * More retries for a refusal (429, 503): retried up to `times + refusedTimes`.
+   * @default settings.retry.refusedTimes (10)
+   */
+  readonly refusedTimes?: number;
   /** Statuses worth another attempt. @default settings.retry.httpCodes (RETRY_HTTP_CODES) */
   readonly httpCodes?: readonly number[];
   /** Download errors worth another attempt. @default the backoff exceptions of the settings */
@@ -26,6 +31,7 @@ export interface RetryOptions {
 export interface ResolvedRetry {
   readonly enabled: boolean;
   readonly times: number;
+  readonly refusedTimes: number;
   readonly httpCodes: readonly number[];
   readonly exceptions: readonly ErrorMatcher[];
   readonly when: RetryOptions["when"];
@@ -35,6 +41,7 @@ export interface ResolvedRetry {
 const NO_RETRY: ResolvedRetry = {
   enabled: false,
   times: 0,
+  refusedTimes: 0,
   httpCodes: [],
   exceptions: [],
   when: undefined,
@@ -56,18 +63,42 @@ export function resolveRetry(
   return {
     enabled: o.enabled ?? settings.retry.enabled,
     times: o.times ?? settings.retry.times,
+    refusedTimes: o.refusedTimes ?? settings.retry.refusedTimes,
     httpCodes: o.httpCodes ?? settings.retry.httpCodes,
     exceptions: o.exceptions ?? settings.backoff.exceptions,
     when: o.when,
   };
 }
 
+/** Statuses that say "not now" (too many requests, unavailable): refusals, retried longer. */
+const REFUSALS: ReadonlySet<number> = new Set([429, 503]);
+
 /**
- * Attempts a rule allows one request: 1 and its retries (1 when retrying is off).
+ * Whether an attempt that ended with `status` and was `attempt` may be sent
+ * again under `retry` (its retryability decided apart): a refusal up to
+ * `times + refusedTimes` retries, anything else up to `times`.
+ *
+ * @param retry The rule.
+ * @param attempt The attempt that ended (1 for the first).
+ * @param status Its status, for a response.
+ * @returns Whether another attempt is allowed.
+ */
+export function attemptsLeft(
+  retry: ResolvedRetry,
+  attempt: number,
+  status: number | undefined,
+): boolean {
+  const extra = status !== undefined && REFUSALS.has(status) ? retry.refusedTimes : 0;
+  return attempt <= retry.times + extra;
+}
+
+/**
+ * Attempts a rule allows one request at most: 1 and its retries, a
+ * refusal's included (1 when retrying is off).
  *
  * @param retry The rule.
  * @returns The count.
  */
 export function attemptsAllowed(retry: ResolvedRetry): number {
-  return retry.enabled ? 1 + retry.times : 1;
+  return retry.enabled ? 1 + retry.times + retry.refusedTimes : 1;
 }

@@ -14,7 +14,7 @@ import { defaultResponseBackoff, type ResponseBackoff } from "../lib/http/respon
 import type { Throttler } from "../lib/throttler/throttler.ts";
 import { resubmitOf } from "../lib/_resubmit.ts";
 import { errorText } from "../lib/http/_error_text.ts";
-import { resolveRetry, type RetryOptions } from "./_retry.ts";
+import { attemptsLeft, resolveRetry, type RetryOptions } from "./_retry.ts";
 
 export type { RetryOptions };
 
@@ -84,6 +84,11 @@ export function backoffOn<R, T>(
       `Cannot create backoffOn as 'retry.times' must be an integer >= 0: current value is ${retry.times}`,
     );
   }
+  if (!Number.isInteger(retry.refusedTimes) || retry.refusedTimes < 0) {
+    throw new RangeError(
+      `Cannot create backoffOn as 'retry.refusedTimes' must be an integer >= 0: current value is ${retry.refusedTimes}`,
+    );
+  }
   const clock = options.nowEpochMs ?? (() => throttler.scheduler.now());
   const custom = options.getResponseBackoff;
   const base = (outcome: Outcome<R, T>) =>
@@ -101,7 +106,7 @@ export function backoffOn<R, T>(
           if (requestMeta(outcome.request)?.throttlingDontTrack !== true) apply(outcome);
           const status = outcomeStatus(outcome);
           const retryable = retry.enabled && isRetryable(outcome, status);
-          if (retryable && outcome.attempt <= retry.times) {
+          if (retryable && attemptsLeft(retry, outcome.attempt, status)) {
             const resubmit = resubmitOf(outcome as Outcome<unknown, unknown>);
             if (resubmit !== undefined) {
               // Told before the resubmit, so the log reads "retry" then what the gate does with it.

@@ -152,7 +152,8 @@ describe("backoffOn()", () => {
       urls("a.test", 2),
       () => ({ status: 429 }),
       { concurrentRequestsPerDomain: 1 },
-      { retry: { times: 2 } },
+      // Scrapy's rule: a refusal counts as any failure (refusedTimes 0).
+      { retry: { times: 2, refusedTimes: 0 } },
     );
     expect(p.run()).toBe(31_060);
     // Six attempts, each after the delay its predecessor's 429 set: 1, 2, 4, 8, 16 s.
@@ -211,7 +212,7 @@ describe("backoffOn()", () => {
         },
         { firstAttempt: (r) => first[r]! },
       ),
-      backoffOn(throttler, { retry: { times: 2 } }),
+      backoffOn(throttler, { retry: { times: 2, refusedTimes: 0 } }),
     ).subscribe((o) => outcomes.push([o.request, o.attempt, o.exhausted]));
     scheduler.flush();
     expect(sent.filter(([u]) => u.includes("b.test"))).toEqual([["http://b.test/twice", 3]]);
@@ -259,7 +260,7 @@ describe("backoffOn()", () => {
     from(["http://b.test/0"]).pipe(
       throttleByScope(t2, () => of({ status: 429 })),
       map((o) => ({ ...o, seen: true })),
-      backoffOn(t2, { retry: { times: 1 } }),
+      backoffOn(t2, { retry: { times: 1, refusedTimes: 0 } }),
     ).subscribe();
     scheduler.flush();
     expect(spread.filter((e) => e.type === "warning")).toEqual([]);
@@ -285,7 +286,7 @@ describe("backoffOn()", () => {
       meta: { throttlingDontTrack: true },
     }));
     const p = pipeline(requests, () => ({ status: 429 }), { concurrentRequestsPerDomain: 1 }, {
-      retry: { times: 1 },
+      retry: { times: 1, refusedTimes: 0 },
     });
     p.run();
     expect(p.events.filter((e) => e.type === "backoff")).toEqual([]);
@@ -443,10 +444,40 @@ describe("backoffOn()", () => {
     expect(words("b.test")).toEqual({ done: ["RangeError", "RangeError"], retry: ["RangeError"] });
   });
 
+  it("backoffOn() retries a refusal (429, 503) up to times + refusedTimes, any other failure up to times", () => {
+    // [status, refusedTimes, attempts made]
+    const table: [number, number | undefined, number][] = [
+      [429, undefined, 13], // the default: 2 + 10 retries
+      [503, undefined, 13],
+      [429, 3, 6],
+      [503, 0, 3], // Scrapy's rule
+      [500, undefined, 3],
+      [502, 10, 3],
+    ];
+    for (const [status, refusedTimes, attempts] of table) {
+      const p = pipeline(
+        urls("a.test", 1),
+        () => ({ status }),
+        { concurrentRequestsPerDomain: 1, adaptive: false, backoff: { windowMs: 0 } },
+        { retry: refusedTimes === undefined ? { times: 2 } : { times: 2, refusedTimes } },
+      );
+      p.run();
+      expect({ status, refusedTimes, attempts: p.sends.length }).toEqual({
+        status,
+        refusedTimes,
+        attempts,
+      });
+      expect(p.outcomes.map((o) => [o.attempt, o.exhausted])).toEqual([[attempts, true]]);
+    }
+  });
+
   it("backoffOn() throws a RangeError naming retry.times for a bad value", () => {
     const throttler = createThrottler();
     expect(() => backoffOn(throttler, { retry: { times: -1 } })).toThrow(
       "Cannot create backoffOn as 'retry.times' must be an integer >= 0: current value is -1",
+    );
+    expect(() => backoffOn(throttler, { retry: { refusedTimes: -2 } })).toThrow(
+      "Cannot create backoffOn as 'retry.refusedTimes' must be an integer >= 0: current value is -2",
     );
     expect(() => backoffOn(throttler, { retry: { times: 1.5 } })).toThrow(RangeError);
   });

@@ -120,7 +120,7 @@ describe("crawl()", () => {
           sent.push([url, attempt]);
           return Promise.resolve({ status: 503, headers: {} });
         },
-        backoff: { retry: { times: 2 } },
+        backoff: { retry: { times: 2, refusedTimes: 0 } },
       }).pipe(toArray()),
     );
     expect(sent.filter(([u]) => u.includes("b.test"))).toEqual([["https://b.test/retaken", 3]]);

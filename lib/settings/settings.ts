@@ -168,6 +168,13 @@ const retrySchema = z.object({
    */
   times: z.number().int().nonnegative().optional(),
   /**
+   * More retries for a refusal (a 429 or 503 among `httpCodes`): the site's "not now", each
+   * attempt paced by backoff. A refusal is retried up to `times + refusedTimes` attempts after the
+   * first; any other failure up to `times`. 0 is Scrapy's rule.
+   * @default 10
+   */
+  refusedTimes: z.number().int().nonnegative().optional(),
+  /**
    * Statuses that are retried.
    * @default [500, 502, 503, 504, 522, 524, 408, 429]
    */
@@ -501,6 +508,7 @@ export interface ThrottlerSettings {
   readonly retry: {
     readonly enabled: boolean;
     readonly times: number;
+    readonly refusedTimes: number;
     readonly httpCodes: readonly number[];
   };
   readonly autothrottle: {
@@ -561,7 +569,12 @@ export const DEFAULTS: ThrottlerSettings = {
   },
   rampup: { backoffTarget: [1, 1], delayFactor: 0.5, minDelayMs: 0 },
   adaptive: true,
-  retry: { enabled: true, times: 2, httpCodes: [500, 502, 503, 504, 522, 524, 408, 429] },
+  retry: {
+    enabled: true,
+    times: 2,
+    refusedTimes: 10,
+    httpCodes: [500, 502, 503, 504, 522, 524, 408, 429],
+  },
   autothrottle: { enabled: false, startDelayMs: 5_000, maxDelayMs: 60_000, targetConcurrency: 1 },
   queue: {
     fifo: false,
@@ -675,6 +688,7 @@ export function parseSettings(input: unknown = {}, what = "throttler"): Throttle
     retry: {
       enabled: s.retry?.enabled ?? d.retry.enabled,
       times: s.retry?.times ?? d.retry.times,
+      refusedTimes: s.retry?.refusedTimes ?? d.retry.refusedTimes,
       httpCodes: s.retry?.httpCodes ?? d.retry.httpCodes,
     },
     autothrottle,

@@ -10,6 +10,9 @@
  *
  * These are the *servers'* limits: nothing here uses politely's throttling.
  *
+ * Size: a site's spec, its checks, its limiters and the fields it announces
+ * change together (a new shape touches all four).
+ *
  * @module
  */
 import {
