@@ -13,6 +13,7 @@
 import type { ResolvedRampup, ResolvedScopeConfig } from "../settings/settings.ts";
 import { MIN_ROUND_MS, type RampLimits, RampupController } from "./_rampup.ts";
 import { admitted } from "./_admitted.ts";
+import { KneeMeter } from "./_knee.ts";
 import { SendLog } from "./_send_log.ts";
 import type {
   AnnouncedBudget,
@@ -295,6 +296,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         if (this.#concurrency < this.#slowStartCap) this.#concurrency++;
         if (this.#concurrency >= this.config.concurrency) this.#slowStart = false;
       }
+      if (this.config.adaptive && this.#admits >= KNEE_AFTER) this.#kneeRead(now, result.latencyMs);
     }
     const ann = this.#x?.ann;
     if (
@@ -302,6 +304,30 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       admitted(result, this.config.backoff.httpCodes)
     ) ann.probeAdmitted();
     this.#x?.ramp?.onDone(now, result);
+  }
+
+  /**
+   * An adaptive scope that no site refusal has taught yet reads the knee of
+   * a server that slows down instead of refusing (lib/managers/_knee.ts):
+   * found, it keeps that many in flight and slow start ends.
+   */
+  #kneeRead(now: number, latencyMs: number): void {
+    const x = this.#more();
+    if (x.kneeDone) return;
+    const knee = (x.knee ??= new KneeMeter()).admitted(now, latencyMs, this.#active + 1);
+    if (knee === undefined) return;
+    x.knee = undefined;
+    x.kneeDone = true;
+    this.#slowStart = false;
+    const before = this.#concurrency;
+    this.#concurrency = Math.max(1, this.config.minConcurrency, Math.min(before, knee));
+    x.kneeStep = {
+      kind: "rampup",
+      delayMs: this.#delayMs,
+      concurrency: this.#concurrency,
+      why:
+        `slower with more in flight, no more served: concurrency ${before} -> ${this.#concurrency}`,
+    };
   }
 
   recordBackoff(now: number, signal: BackoffSignal = {}): void {
@@ -325,6 +351,8 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     if (x.ramp === undefined && x.level === 0 && this.config.adaptive && b.windowMs > 0) {
       // An adaptive scope learns from its first trigger on (lib/managers/_rampup.ts).
       this.#slowStart = false;
+      x.knee = undefined;
+      x.kneeDone = true;
       x.ramp = new RampupController(
         DEFAULT_RAMPUP,
         this.#rampLimits("adaptive", Math.max(x.baseDelayMs, x.floorMs)),
@@ -521,9 +549,15 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
 
   advance(now: number): readonly ScopeStep[] {
     const x = this.#x;
-    if (x === undefined || (x.level === 0 && x.ramp === undefined)) return NO_STEPS;
+    if (x === undefined || (x.level === 0 && x.ramp === undefined && x.kneeStep === undefined)) {
+      return NO_STEPS;
+    }
     const window = this.config.backoff.windowMs;
     const steps: ScopeStep[] = [];
+    if (x.kneeStep !== undefined) {
+      steps.push(x.kneeStep);
+      x.kneeStep = undefined;
+    }
     while (x.level > 0 && window > 0 && now >= x.quietSince + window) {
       x.quietSince += window;
       x.level--;
@@ -596,6 +630,12 @@ class ScopeExtra {
   ramp: RampupController | undefined = undefined;
   /** The budget the server announced, once a response did. */
   ann: AnnouncedWindow | undefined = undefined;
+  /** The knee of a server that slows down (adaptive scopes before their first trigger). */
+  knee: KneeMeter | undefined = undefined;
+  /** Whether the knee was found, or a trigger handed the scope to its controller. */
+  kneeDone = false;
+  /** The step that tells of the knee, until `advance` reports it. */
+  kneeStep: ScopeStep | undefined = undefined;
 
   constructor(baseDelayMs: number) {
     this.baseDelayMs = baseDelayMs;
@@ -981,6 +1021,9 @@ const INFERRED_OUTGROWN = 4;
 const INFERRED_GROWTH_WINDOWS = 8;
 /** Each growth a refusal answered doubles the windows before the next, up to this many. */
 const INFERRED_GROWTH_MAX = 64;
+
+/** Admits an adaptive scope has had before it reads a knee (a broad crawl's scopes never do). */
+const KNEE_AFTER = 4;
 
 /** Sends an adaptive scope remembers before its first trigger. */
 const SENDS_KEPT = 16;

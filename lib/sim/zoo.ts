@@ -61,6 +61,12 @@ export type LimiterSpec =
    * `workers / latency`.
    */
   | { readonly shape: "load-shed"; readonly workers: number; readonly maxQueue: number }
+  /**
+   * A server that never refuses but slows down: each request in flight
+   * beyond `workers` (counted at arrival) adds `extraMs` to the latency. Past
+   * the knee more at once serves fewer per second (a backend that thrashes).
+   */
+  | { readonly shape: "slowdown"; readonly workers: number; readonly extraMs: number }
   /** No limit. */
   | { readonly shape: "none" };
 
@@ -201,6 +207,12 @@ export function validateZooSpec(spec: ZooSiteSpec): void {
     case "concurrency":
       count("limiter.maxConcurrency", l.maxConcurrency);
       return;
+    case "slowdown":
+      count("limiter.workers", l.workers);
+      if (!(l.extraMs >= 0) || !Number.isFinite(l.extraMs)) {
+        throw invalid("limiter.extraMs", "a finite number >= 0", l.extraMs);
+      }
+      return;
     case "load-shed":
       count("limiter.workers", l.workers);
       if (!Number.isInteger(l.maxQueue) || l.maxQueue < 0) {
@@ -312,6 +324,21 @@ function verdictOf(spec: ZooSiteSpec): (now: number, latencyMs: number) => Verdi
           starts.push(start);
         }
         return { allowed: true, waitMs: 0, queueMs: start - now };
+      };
+    }
+    case "slowdown": {
+      let inFlight = 0;
+      const release = () => {
+        inFlight = Math.max(0, inFlight - 1);
+      };
+      return () => {
+        inFlight++;
+        return {
+          allowed: true,
+          waitMs: 0,
+          queueMs: l.extraMs * Math.max(0, inFlight - l.workers),
+          release,
+        };
       };
     }
     case "none":
@@ -453,6 +480,9 @@ export function idealMs(spec: ZooSiteSpec, pages: number, maxConcurrency = 16): 
     case "load-shed":
       limit = Math.ceil(pages / Math.min(l.workers, maxConcurrency)) * L;
       break;
+    case "slowdown":
+      limit = (pages * 1000) / (slowdownBest(l, L, maxConcurrency) ?? Infinity);
+      break;
     case "none":
       limit = 0;
       break;
@@ -478,9 +508,26 @@ export function limitPerSec(spec: ZooSiteSpec): number | null {
       return spec.latencyMs > 0 ? (l.maxConcurrency * 1000) / spec.latencyMs : null;
     case "load-shed":
       return spec.latencyMs > 0 ? (l.workers * 1000) / spec.latencyMs : null;
+    case "slowdown":
+      return slowdownBest(l, spec.latencyMs, Infinity);
     case "none":
       return null;
   }
+}
+
+/** The most a slowdown server serves per second, at its best count in flight (up to `most`). */
+function slowdownBest(
+  l: { readonly workers: number; readonly extraMs: number },
+  latencyMs: number,
+  most: number,
+): number | null {
+  let best = 0;
+  for (let n = 1; n <= Math.min(most, 1_000); n++) {
+    const ms = latencyMs + l.extraMs * Math.max(0, n - l.workers);
+    if (ms <= 0) return null;
+    best = Math.max(best, (n * 1000) / ms);
+  }
+  return best;
 }
 
 /** The limit in words, for tables ("10/s burst 3", "20 per 2 s", "3 at once"). */
@@ -498,6 +545,8 @@ export function describeLimiter(l: LimiterSpec): string {
       return `${l.maxConcurrency} at once`;
     case "load-shed":
       return `${l.workers} workers, queue ${l.maxQueue}`;
+    case "slowdown":
+      return `slower by ${l.extraMs} ms per request beyond ${l.workers} at once`;
     case "none":
       return "none";
   }
