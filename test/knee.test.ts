@@ -89,6 +89,23 @@ describe("adaptive limits on a server that slows down (virtual time)", () => {
     expect(r.efficiency).toBeGreaterThanOrEqual(0.85);
   });
 
+  it("rampup reads the knee too, and goes back to it after probing one more (0.50 before)", () => {
+    const r = runZooCrawl({
+      site,
+      pages: 250,
+      rampup: true,
+      settings: { retry: { times: 10 } },
+      events: true,
+    });
+    const knees = r.events.flatMap((e) =>
+      e.type === "rampup" && e.why.startsWith("slower with more in flight") ? [e.concurrency] : []
+    );
+    expect(knees.length).toBeGreaterThanOrEqual(1);
+    expect(knees.every((c) => c >= 4 && c <= 5)).toBe(true);
+    expect(r.ok).toBe(250);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.6);
+  });
+
   it("a queue in front of 5 workers (the zoo's load-shed site) keeps at least 5 in flight", () => {
     const r = runZooCrawl({
       site: {

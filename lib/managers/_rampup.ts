@@ -370,6 +370,24 @@ export class RampupController {
   #oneUntilAnyAdmit = false;
 
   /**
+   * A server that slows down showed its knee at `inFlight` (see
+   * `_knee.ts`): while no pace was learned, that many in flight, as a
+   * concurrency cap found (probed one more once per window, as caps are).
+   * Returns whether the knobs changed.
+   */
+  kneeAt(knobs: RampKnobs, inFlight: number): boolean {
+    if (this.rate !== Infinity || !(inFlight < knobs.concurrency)) return false;
+    this.#phase = "learn";
+    this.#capLimit = Math.max(this.limits.minConcurrency, inFlight);
+    this.#apply(knobs);
+    this.#report(
+      knobs,
+      `slower with more in flight, no more served: concurrency ${knobs.concurrency}`,
+    );
+    return true;
+  }
+
+  /**
    * Pace no faster than `delayMs` apart (learned elsewhere: another process
    * of a shared crawl). Returns whether the knobs changed.
    */

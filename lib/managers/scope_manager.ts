@@ -298,7 +298,23 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       }
       if (this.config.adaptive && this.#admits >= KNEE_AFTER) this.#kneeRead(now, result.latencyMs);
     }
-    const ann = this.#x?.ann;
+    const x = this.#x;
+    if (
+      x?.ramp !== undefined && !x.kneeDone && x.level === 0 &&
+      admitted(result, this.config.backoff.httpCodes) && ++x.kneeAdmits >= KNEE_AFTER
+    ) {
+      // A rampup scope reads the knee too until its first trigger, and keeps
+      // reading it: its controller probes one more in flight once per window.
+      const knee = (x.knee ??= new KneeMeter()).admitted(now, result.latencyMs, this.#active + 1);
+      if (knee !== undefined) {
+        const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
+        if (x.ramp.kneeAt(knobs, knee)) {
+          this.#delayMs = knobs.delayMs;
+          this.#concurrency = knobs.concurrency;
+        }
+      }
+    }
+    const ann = x?.ann;
     if (
       ann !== undefined && result?.sentAt !== undefined && ann.probing(result.sentAt) &&
       admitted(result, this.config.backoff.httpCodes)
@@ -334,6 +350,9 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     const b = this.config.backoff;
     const x = this.#more();
     this.#lastActivity = now;
+    // The site pushed back: its limit is no knee (a rampup scope's controller reads it).
+    x.knee = undefined;
+    x.kneeDone = true;
     if (signal.holdMs !== undefined && signal.holdMs > 0) {
       const hold = signal.uncapped === true ? signal.holdMs : Math.min(signal.holdMs, b.maxDelayMs);
       if (now + hold > x.holdUntil) x.holdUntil = now + hold;
@@ -351,8 +370,6 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     if (x.ramp === undefined && x.level === 0 && this.config.adaptive && b.windowMs > 0) {
       // An adaptive scope learns from its first trigger on (lib/managers/_rampup.ts).
       this.#slowStart = false;
-      x.knee = undefined;
-      x.kneeDone = true;
       x.ramp = new RampupController(
         DEFAULT_RAMPUP,
         this.#rampLimits("adaptive", Math.max(x.baseDelayMs, x.floorMs)),
@@ -634,6 +651,8 @@ class ScopeExtra {
   knee: KneeMeter | undefined = undefined;
   /** Whether the knee was found, or a trigger handed the scope to its controller. */
   kneeDone = false;
+  /** Admitted answers of a rampup scope, counted for the knee. */
+  kneeAdmits = 0;
   /** The step that tells of the knee, until `advance` reports it. */
   kneeStep: ScopeStep | undefined = undefined;
 
