@@ -100,6 +100,25 @@ describe("createRedisScopes()", () => {
     expect(woken).toEqual(["b"]); // not a, which released, nor c, behind b
   });
 
+  it("createRedisScopes() names on a release as many waiting processes as the scope has free slots", async () => {
+    const [a, b, c] = await redisProcesses(3);
+    const limits = [{ concurrency: 2, delayMs: 0 }];
+    const first = leaseOf(await a!.store.acquire(["w"], limits));
+    const second = leaseOf(await a!.store.acquire(["w"], limits));
+    expect(await b!.store.acquire(["w"], limits)).toMatchObject({ ok: false, full: true });
+    expect(await c!.store.acquire(["w"], limits)).toMatchObject({ ok: false, full: true });
+    const woken: string[] = [];
+    b!.store.released$.subscribe(() => woken.push("b"));
+    c!.store.released$.subscribe(() => woken.push("c"));
+    await a!.store.release(first);
+    await until(() => woken.includes("b"), "b's turn");
+    await a!.store.release(second);
+    // Two slots free, b not yet back: c, second in the queue, is owed one too.
+    await until(() => woken.includes("c"), "c's turn");
+    expect((await c!.store.acquire(["w"], limits)).ok).toBe(true);
+    expect((await b!.store.acquire(["w"], limits)).ok).toBe(true);
+  });
+
   it("createRedisScopes() forgets a waiting process that stops asking once its patience is over", async () => {
     const [a, b] = await redisProcesses(2);
     const limits = [{ concurrency: 1, delayMs: 0 }];

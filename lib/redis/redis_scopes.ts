@@ -330,8 +330,8 @@ for i = 1, n do
   local scope = argv[b]
   local leases, state = P .. 'lease:' .. scope, P .. 'state:' .. scope
   local queue, alive = P .. 'queue:' .. scope, P .. 'alive:' .. scope
-  ks[i] = {leases, state, queue, alive, tonumber(argv[b + 2])}
   local conc = tonumber(argv[b + 1])
+  ks[i] = {leases, state, queue, alive, tonumber(argv[b + 2]), conc}
   local delay = ks[i][5]
   redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(now))
   local gone = redis.call('ZRANGEBYSCORE', alive, '-inf', fmt(now))
@@ -377,8 +377,11 @@ end
 if full == 1 or wait > 0 then
   local deadline = fmt(now + wait + patience)
   for i = 1, n do
-    local queue, alive = ks[i][3], ks[i][4]
+    local state, queue, alive = ks[i][2], ks[i][3], ks[i][4]
     if refused[i] then
+      -- What a release reads to name as many waiting processes as slots free.
+      redis.call('HSET', state, 'conc', ks[i][6])
+      extend(state, wait + patience + idleMs)
       redis.call('ZADD', queue, 'NX', fmt(now), pid)
       redis.call('ZADD', alive, deadline, pid)
       extend(queue, wait + patience + idleMs)
@@ -439,16 +442,34 @@ local released, nexts = {}, {}
 while a <= #ARGV do
   local kind, n = ARGV[a], tonumber(ARGV[a + 1])
   if kind == 'r' then
-    -- The process whose turn it is next is named, so only it asks again.
+    -- The processes whose turn it is are named, so only they ask again: as
+    -- many from the front of the queue as the scope has free slots, or its
+    -- head when it has none. Naming
+    -- only the head lost the turns of the others a free slot was owed to
+    -- until they polled.
     local lease = ARGV[a + 2]
     local heads = {}
     for i = 1, n do
       local scope = ARGV[a + 2 + i]
-      redis.call('ZREM', P .. 'lease:' .. scope, lease)
-      local head = redis.call('ZRANGE', P .. 'queue:' .. scope, 0, 0)[1] or ''
+      local leases, queue = P .. 'lease:' .. scope, P .. 'queue:' .. scope
+      redis.call('ZREM', leases, lease)
+      local named = redis.call('ZRANGE', queue, 0, 0)
+      if #named > 0 then
+        -- Its concurrency as the last refused process asked for it.
+        local conc = tonumber(redis.call('HGET', P .. 'state:' .. scope, 'conc') or '1')
+        redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(now))
+        local free = conc - redis.call('ZCARD', leases)
+        if free > 1 then named = redis.call('ZRANGE', queue, 0, free - 1) end
+      end
+      local head = named[1] or ''
+      for j = 2, #named do
+        if named[j] == pid then head = pid end
+        released[#released + 1] = scope
+        nexts[#nexts + 1] = named[j]
+      end
       heads[i] = head
       released[#released + 1] = scope
-      nexts[#nexts + 1] = head
+      nexts[#nexts + 1] = named[1] or ''
     end
     out[#out + 1] = heads
     a = a + 3 + n
