@@ -199,6 +199,21 @@ describe("sharedDownload() lease bookkeeping", () => {
     expect(script.acquires).toHaveLength(2);
   });
 
+  it("sharedDownload() asks again at once when its turn was released while a refused ask was on its way", async () => {
+    const { script, advance, armed } = rig(() => of(200), { pollMs: 60_000 });
+    await advance(0);
+    expect(script.acquires).toHaveLength(1);
+    // The release message (another connection) overtakes the refusal it made stale.
+    script.releases$.next(["a.test"]);
+    script.acquires[0]!.answer({ ok: false, waitMs: 0, full: true, expiresInMs: 60_000 });
+    await advance(0);
+    expect(script.acquires).toHaveLength(2); // not after pollMs
+    script.grant(1);
+    await advance(0);
+    expect(script.released).toHaveLength(1);
+    expect(armed()).toBe(0);
+  });
+
   it("sharedDownload() renews while the download runs, and stops and releases when unsubscribed mid-download", async () => {
     let aborted = false;
     const { script, subscription, advance, armed } = rig((_url, ctx) => {

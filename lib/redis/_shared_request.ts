@@ -348,8 +348,16 @@ export class SharedRequest<R, T> {
   deadline = Infinity;
   /** The wait before the next ask. */
   #timer: Subscription | undefined;
-  /** A full scope is waited for: a release of its scopes wakes this ask (see `waitRelease`). */
+  /**
+   * A release of its scopes wakes this ask (see `waitRelease`): while it
+   * waits for a full scope, and while its ask is in flight.
+   */
   #waitingRelease = false;
+  /**
+   * A release named this process's turn while the ask was in flight: a
+   * refusal that crossed it on the way asks again at once.
+   */
+  #wokenInFlight = false;
   #inner: Subscription | undefined;
   /** When this request first asked (its time-out counts from there). */
   #askedAt: number | undefined;
@@ -442,6 +450,7 @@ export class SharedRequest<R, T> {
     this.#pending = false;
     this.#timer?.unsubscribe();
     this.#timer = undefined;
+    this.#wokenInFlight = false;
     if (this.#waitingRelease) {
       this.#waitingRelease = false;
       this.#shared.unwaitRelease(this, this.#names);
@@ -462,9 +471,11 @@ export class SharedRequest<R, T> {
     shared.postAcquire(this);
   }
 
-  /** A lease of a full scope it waits for was released: ask again now. */
+  /** A lease of a scope it asks for was released: ask again now, or once the ask in flight is answered. */
   wakeUp(): void {
-    if (this.#waitingRelease) this.#attempt();
+    if (!this.#waitingRelease) return;
+    if (!this.#pending) return this.#attempt();
+    if (!this.#posted) this.#wokenInFlight = true;
   }
 
   /** The ask's deadline passed (the shared timer has unwatched it). */
@@ -490,6 +501,11 @@ export class SharedRequest<R, T> {
     const shared = this.#shared;
     const names = this.#names;
     const ask = this.#ask;
+    // Listen for releases from now: the message of a release that Redis
+    // ran after this ask's refusal may come before the refusal does (another
+    // connection), and its turn would be lost until the poll.
+    this.#waitingRelease = true;
+    shared.waitRelease(this, names);
     let answer: Promise<AcquireResult>;
     try {
       answer = shared.scopes.acquire(names, shared.limitsOf(names, this.#amounts), {
@@ -506,7 +522,9 @@ export class SharedRequest<R, T> {
           if (result.ok) shared.postRelease(result.lease);
           return;
         }
+        const woken = this.#wokenInFlight;
         this.#cancel();
+        if (!result.ok && result.full && result.waitMs <= 0 && woken) return this.#attempt();
         this.#answered(result);
       },
       (error) => {
