@@ -119,6 +119,21 @@ describe("createRedisScopes()", () => {
     expect((await b!.store.acquire(["w"], limits)).ok).toBe(true);
   });
 
+  it("createRedisScopes() queues a process whose grant asked with more and filled the scope", async () => {
+    const [a, b] = await redisProcesses(2);
+    const limits = [{ concurrency: 1, delayMs: 0 }];
+    const got = await a!.store.acquire(["v"], limits, { more: true });
+    expect(got).toMatchObject({ ok: true, queued: true });
+    // b comes after a's place: refused, and behind a once the slot frees.
+    expect(await b!.store.acquire(["v"], limits)).toMatchObject({ ok: false, full: true });
+    await a!.store.release(leaseOf(got));
+    expect(await b!.store.acquire(["v"], limits)).toMatchObject({ ok: false, full: true });
+    expect(await a!.store.acquire(["v"], limits)).toMatchObject({ ok: true, queued: false });
+    // A grant that leaves a free slot keeps no place.
+    const roomy = [{ concurrency: 3, delayMs: 0 }];
+    expect(await a!.store.acquire(["u"], roomy, { more: true })).toMatchObject({ queued: false });
+  });
+
   it("createRedisScopes() forgets a waiting process that stops asking once its patience is over", async () => {
     const [a, b] = await redisProcesses(2);
     const limits = [{ concurrency: 1, delayMs: 0 }];

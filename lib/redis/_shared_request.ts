@@ -24,6 +24,7 @@ import type { Throttler } from "../throttler/throttler.ts";
 import type { RequestScopes } from "../scopes/scopes.ts";
 import { timerDelay } from "../util/_timer.ts";
 import {
+  type AcquireOptions,
   type AcquireResult,
   type RedisScopes,
   RedisScopesError,
@@ -55,6 +56,9 @@ export class SharedDownloads<R, T> {
    */
   readonly lines = new Map<string, Set<SharedRequest<R, T>>>();
   readonly patienceMs: number;
+  /** What an asker tells `acquire`: with `more` when others of its line wait behind it. */
+  readonly askOptions: AcquireOptions;
+  readonly askMoreOptions: AcquireOptions;
   /**
    * The asks in flight, each with its deadline, and one timer for the
    * soonest: a time-out timer per ask was a good part of a request's cost.
@@ -96,6 +100,8 @@ export class SharedDownloads<R, T> {
     readonly onError: (error: RedisScopesError) => void,
   ) {
     this.patienceMs = pollMs + PATIENCE_MARGIN_MS;
+    this.askOptions = { patienceMs: this.patienceMs };
+    this.askMoreOptions = { patienceMs: this.patienceMs, more: true };
   }
 
   /** The limits to ask Redis for: the throttler's own for each scope now, and the quotas' amounts. */
@@ -411,14 +417,30 @@ export class SharedRequest<R, T> {
     this.#attempt();
   }
 
+  /**
+   * Its turn in the line came, and the grant of the one before it already
+   * put this process in the queues of the scopes it filled: wait for a
+   * release naming this process (or the poll), as a refused ask would, but
+   * without the refusal's round trip.
+   */
+  waitTurn(): void {
+    this.#inLine = false;
+    this.#asking = true;
+    const shared = this.#shared;
+    this.#askedAt ??= shared.scheduler.now();
+    this.#timer = shared.scheduler.schedule(() => this.#attempt(), shared.pollMs);
+    this.#waitingRelease = true;
+    shared.waitRelease(this, this.#names);
+  }
+
   /** The line's asker failed: so does this request. */
   fail(error: unknown): void {
     this.#inLine = false;
     this.#subscriber.error(error);
   }
 
-  /** Hand the asking to the next of the line, or close the line. */
-  #passOn(): void {
+  /** Hand the asking to the next of the line (to wait its turn when `queued`), or close the line. */
+  #passOn(queued = false): void {
     if (!this.#asking) return;
     this.#asking = false;
     const lines = this.#shared.lines;
@@ -430,7 +452,8 @@ export class SharedRequest<R, T> {
       return;
     }
     line.delete(next.value);
-    next.value.ask();
+    if (queued) next.value.waitTurn();
+    else next.value.ask();
   }
 
   /** Redis failed this line's asker: the requests waiting behind it fail with it. */
@@ -508,9 +531,12 @@ export class SharedRequest<R, T> {
     shared.waitRelease(this, names);
     let answer: Promise<AcquireResult>;
     try {
-      answer = shared.scopes.acquire(names, shared.limitsOf(names, this.#amounts), {
-        patienceMs: shared.patienceMs,
-      });
+      const line = shared.lines.get(this.#key);
+      answer = shared.scopes.acquire(
+        names,
+        shared.limitsOf(names, this.#amounts),
+        line !== undefined && line.size > 0 ? shared.askMoreOptions : shared.askOptions,
+      );
     } catch (error) {
       answer = Promise.reject(error);
     }
@@ -525,7 +551,7 @@ export class SharedRequest<R, T> {
         const woken = this.#wokenInFlight;
         this.#cancel();
         if (!result.ok && result.full && result.waitMs <= 0 && woken) return this.#attempt();
-        this.#answered(result);
+        this.#answered(result, woken);
       },
       (error) => {
         if (ask !== this.#ask || !this.#pending) return;
@@ -535,10 +561,12 @@ export class SharedRequest<R, T> {
     );
   }
 
-  #answered(result: AcquireResult): void {
+  #answered(result: AcquireResult, woken: boolean): void {
     if (result.ok) {
       this.#lease = result.lease;
-      this.#passOn();
+      // Queued by the grant: the next waits for its turn, unless a release
+      // that named this process crossed the grant (it may be the turn).
+      this.#passOn(result.queued === true && !woken);
       this.#start();
       return;
     }
