@@ -179,8 +179,10 @@ export interface SharedReleaseMessage {
   readonly from: string;
   readonly scopes: readonly string[];
   /**
-   * Per scope, the process whose turn it is next ('' when none waits): only
-   * it asks again (`released$` of the others leaves the scope out).
+   * Index for index with `scopes`, a process whose turn it is next ('' when
+   * none waits): a scope with several free slots is repeated in `scopes`,
+   * once per process it names. Only those ask again (`released$` of the
+   * others leaves the scope out).
    */
   readonly next?: readonly string[];
 }
