@@ -100,6 +100,40 @@ describe("createRedisScopes()", () => {
     expect(woken).toEqual(["b"]); // not a, which released, nor c, behind b
   });
 
+  it("createRedisScopes() names on a release as many waiting processes as the scope has free slots", async () => {
+    const [a, b, c] = await redisProcesses(3);
+    const limits = [{ concurrency: 2, delayMs: 0 }];
+    const first = leaseOf(await a!.store.acquire(["w"], limits));
+    const second = leaseOf(await a!.store.acquire(["w"], limits));
+    expect(await b!.store.acquire(["w"], limits)).toMatchObject({ ok: false, full: true });
+    expect(await c!.store.acquire(["w"], limits)).toMatchObject({ ok: false, full: true });
+    const woken: string[] = [];
+    b!.store.released$.subscribe(() => woken.push("b"));
+    c!.store.released$.subscribe(() => woken.push("c"));
+    await a!.store.release(first);
+    await until(() => woken.includes("b"), "b's turn");
+    await a!.store.release(second);
+    // Two slots free, b not yet back: c, second in the queue, is owed one too.
+    await until(() => woken.includes("c"), "c's turn");
+    expect((await c!.store.acquire(["w"], limits)).ok).toBe(true);
+    expect((await b!.store.acquire(["w"], limits)).ok).toBe(true);
+  });
+
+  it("createRedisScopes() queues a process whose grant asked with more and filled the scope", async () => {
+    const [a, b] = await redisProcesses(2);
+    const limits = [{ concurrency: 1, delayMs: 0 }];
+    const got = await a!.store.acquire(["v"], limits, { more: true });
+    expect(got).toMatchObject({ ok: true, queued: true });
+    // b comes after a's place: refused, and behind a once the slot frees.
+    expect(await b!.store.acquire(["v"], limits)).toMatchObject({ ok: false, full: true });
+    await a!.store.release(leaseOf(got));
+    expect(await b!.store.acquire(["v"], limits)).toMatchObject({ ok: false, full: true });
+    expect(await a!.store.acquire(["v"], limits)).toMatchObject({ ok: true, queued: false });
+    // A grant that leaves a free slot keeps no place.
+    const roomy = [{ concurrency: 3, delayMs: 0 }];
+    expect(await a!.store.acquire(["u"], roomy, { more: true })).toMatchObject({ queued: false });
+  });
+
   it("createRedisScopes() forgets a waiting process that stops asking once its patience is over", async () => {
     const [a, b] = await redisProcesses(2);
     const limits = [{ concurrency: 1, delayMs: 0 }];

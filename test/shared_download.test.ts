@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import process from "node:process";
 import { from, lastValueFrom, NEVER, Observable, of, Subject, throwError, toArray } from "rxjs";
 import {
+  type AcquireOptions,
   type AcquireResult,
   createRedisScopes,
   type RedisScopes,
@@ -40,6 +41,7 @@ function scriptedStore(leaseMs = 300) {
   const acquires: {
     scopes: readonly string[];
     limits: readonly ScopeLimits[];
+    options: AcquireOptions | undefined;
     answer: (result: AcquireResult) => void;
     fail: (error: unknown) => void;
   }[] = [];
@@ -67,9 +69,11 @@ function scriptedStore(leaseMs = 300) {
     prefix: "scripted:",
     processId: "scripted",
     leaseMs,
-    acquire: (scopes, limits) => {
+    acquire: (scopes, limits, options) => {
       script.beforeAcquire();
-      return new Promise((answer, fail) => acquires.push({ scopes, limits, answer, fail }));
+      return new Promise((answer, fail) =>
+        acquires.push({ scopes, limits, options, answer, fail })
+      );
     },
     release: (lease) => {
       released.push(lease);
@@ -197,6 +201,21 @@ describe("sharedDownload() lease bookkeeping", () => {
     script.releases$.next(["a.test"]);
     await advance(0);
     expect(script.acquires).toHaveLength(2);
+  });
+
+  it("sharedDownload() asks again at once when its turn was released while a refused ask was on its way", async () => {
+    const { script, advance, armed } = rig(() => of(200), { pollMs: 60_000 });
+    await advance(0);
+    expect(script.acquires).toHaveLength(1);
+    // The release message (another connection) overtakes the refusal it made stale.
+    script.releases$.next(["a.test"]);
+    script.acquires[0]!.answer({ ok: false, waitMs: 0, full: true, expiresInMs: 60_000 });
+    await advance(0);
+    expect(script.acquires).toHaveLength(2); // not after pollMs
+    script.grant(1);
+    await advance(0);
+    expect(script.released).toHaveLength(1);
+    expect(armed()).toBe(0);
   });
 
   it("sharedDownload() renews while the download runs, and stops and releases when unsubscribed mid-download", async () => {
@@ -390,6 +409,28 @@ describe("sharedDownload() lines", () => {
     await settle();
     expect(outcomes.map((o) => o.kind)).toEqual(Array(4).fill("response"));
     expect(script.acquires).toHaveLength(5);
+  });
+
+  it("sharedDownload() asks with more while others wait in line, and the next waits for its turn when the grant queued the process", async () => {
+    const { script, outcomes } = fourInLine();
+    await settle();
+    expect(script.acquires[0]!.options?.more).toBe(true);
+    const lease = { id: "l0", scopes: ["a.test"], grantedAt: 0, expiresAt: 300 };
+    script.acquires[0]!.answer({ ok: true, lease, queued: true });
+    await settle();
+    expect(outcomes).toHaveLength(1);
+    expect(script.acquires).toHaveLength(1); // no ask only to be refused
+    script.releases$.next(["a.test"]); // its turn
+    await settle();
+    expect(script.acquires).toHaveLength(2);
+    script.grant(1);
+    await settle();
+    script.grant(2);
+    await settle();
+    expect(script.acquires[3]!.options?.more).toBeFalsy(); // the last of the line
+    script.grant(3);
+    await settle();
+    expect(outcomes.map((o) => o.kind)).toEqual(Array(4).fill("response"));
   });
 
   it("sharedDownload() fails the requests waiting behind an asker whose Redis call failed", async () => {

@@ -24,6 +24,7 @@ import type { Throttler } from "../throttler/throttler.ts";
 import type { RequestScopes } from "../scopes/scopes.ts";
 import { timerDelay } from "../util/_timer.ts";
 import {
+  type AcquireOptions,
   type AcquireResult,
   type RedisScopes,
   RedisScopesError,
@@ -55,6 +56,9 @@ export class SharedDownloads<R, T> {
    */
   readonly lines = new Map<string, Set<SharedRequest<R, T>>>();
   readonly patienceMs: number;
+  /** What an asker tells `acquire`: with `more` when others of its line wait behind it. */
+  readonly askOptions: AcquireOptions;
+  readonly askMoreOptions: AcquireOptions;
   /**
    * The asks in flight, each with its deadline, and one timer for the
    * soonest: a time-out timer per ask was a good part of a request's cost.
@@ -96,6 +100,8 @@ export class SharedDownloads<R, T> {
     readonly onError: (error: RedisScopesError) => void,
   ) {
     this.patienceMs = pollMs + PATIENCE_MARGIN_MS;
+    this.askOptions = { patienceMs: this.patienceMs };
+    this.askMoreOptions = { patienceMs: this.patienceMs, more: true };
   }
 
   /** The limits to ask Redis for: the throttler's own for each scope now, and the quotas' amounts. */
@@ -348,8 +354,16 @@ export class SharedRequest<R, T> {
   deadline = Infinity;
   /** The wait before the next ask. */
   #timer: Subscription | undefined;
-  /** A full scope is waited for: a release of its scopes wakes this ask (see `waitRelease`). */
+  /**
+   * A release of its scopes wakes this ask (see `waitRelease`): while it
+   * waits for a full scope, and while its ask is in flight.
+   */
   #waitingRelease = false;
+  /**
+   * A release named this process's turn while the ask was in flight: a
+   * refusal that crossed it on the way asks again at once.
+   */
+  #wokenInFlight = false;
   #inner: Subscription | undefined;
   /** When this request first asked (its time-out counts from there). */
   #askedAt: number | undefined;
@@ -403,14 +417,30 @@ export class SharedRequest<R, T> {
     this.#attempt();
   }
 
+  /**
+   * Its turn in the line came, and the grant of the one before it already
+   * put this process in the queues of the scopes it filled: wait for a
+   * release naming this process (or the poll), as a refused ask would, but
+   * without the refusal's round trip.
+   */
+  waitTurn(): void {
+    this.#inLine = false;
+    this.#asking = true;
+    const shared = this.#shared;
+    this.#askedAt ??= shared.scheduler.now();
+    this.#timer = shared.scheduler.schedule(() => this.#attempt(), shared.pollMs);
+    this.#waitingRelease = true;
+    shared.waitRelease(this, this.#names);
+  }
+
   /** The line's asker failed: so does this request. */
   fail(error: unknown): void {
     this.#inLine = false;
     this.#subscriber.error(error);
   }
 
-  /** Hand the asking to the next of the line, or close the line. */
-  #passOn(): void {
+  /** Hand the asking to the next of the line (to wait its turn when `queued`), or close the line. */
+  #passOn(queued = false): void {
     if (!this.#asking) return;
     this.#asking = false;
     const lines = this.#shared.lines;
@@ -422,7 +452,8 @@ export class SharedRequest<R, T> {
       return;
     }
     line.delete(next.value);
-    next.value.ask();
+    if (queued) next.value.waitTurn();
+    else next.value.ask();
   }
 
   /** Redis failed this line's asker: the requests waiting behind it fail with it. */
@@ -442,6 +473,7 @@ export class SharedRequest<R, T> {
     this.#pending = false;
     this.#timer?.unsubscribe();
     this.#timer = undefined;
+    this.#wokenInFlight = false;
     if (this.#waitingRelease) {
       this.#waitingRelease = false;
       this.#shared.unwaitRelease(this, this.#names);
@@ -462,9 +494,11 @@ export class SharedRequest<R, T> {
     shared.postAcquire(this);
   }
 
-  /** A lease of a full scope it waits for was released: ask again now. */
+  /** A lease of a scope it asks for was released: ask again now, or once the ask in flight is answered. */
   wakeUp(): void {
-    if (this.#waitingRelease) this.#attempt();
+    if (!this.#waitingRelease) return;
+    if (!this.#pending) return this.#attempt();
+    if (!this.#posted) this.#wokenInFlight = true;
   }
 
   /** The ask's deadline passed (the shared timer has unwatched it). */
@@ -490,11 +524,19 @@ export class SharedRequest<R, T> {
     const shared = this.#shared;
     const names = this.#names;
     const ask = this.#ask;
+    // Listen for releases from now: the message of a release that Redis
+    // ran after this ask's refusal may come before the refusal does (another
+    // connection), and its turn would be lost until the poll.
+    this.#waitingRelease = true;
+    shared.waitRelease(this, names);
     let answer: Promise<AcquireResult>;
     try {
-      answer = shared.scopes.acquire(names, shared.limitsOf(names, this.#amounts), {
-        patienceMs: shared.patienceMs,
-      });
+      const line = shared.lines.get(this.#key);
+      answer = shared.scopes.acquire(
+        names,
+        shared.limitsOf(names, this.#amounts),
+        line !== undefined && line.size > 0 ? shared.askMoreOptions : shared.askOptions,
+      );
     } catch (error) {
       answer = Promise.reject(error);
     }
@@ -506,8 +548,10 @@ export class SharedRequest<R, T> {
           if (result.ok) shared.postRelease(result.lease);
           return;
         }
+        const woken = this.#wokenInFlight;
         this.#cancel();
-        this.#answered(result);
+        if (!result.ok && result.full && result.waitMs <= 0 && woken) return this.#attempt();
+        this.#answered(result, woken);
       },
       (error) => {
         if (ask !== this.#ask || !this.#pending) return;
@@ -517,10 +561,12 @@ export class SharedRequest<R, T> {
     );
   }
 
-  #answered(result: AcquireResult): void {
+  #answered(result: AcquireResult, woken: boolean): void {
     if (result.ok) {
       this.#lease = result.lease;
-      this.#passOn();
+      // Queued by the grant: the next waits for its turn, unless a release
+      // that named this process crossed the grant (it may be the turn).
+      this.#passOn(result.queued === true && !woken);
       this.#start();
       return;
     }

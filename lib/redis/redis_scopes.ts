@@ -120,11 +120,24 @@ export interface AcquireOptions {
    * @default 2000
    */
   readonly patienceMs?: number;
+  /**
+   * This process has another request for these scopes waiting: a grant that
+   * fills a scope also gives the process its place at the back of that
+   * scope's queue (`queued` in the answer), so the next request can wait for
+   * its turn without first being refused.
+   * @default false
+   */
+  readonly more?: boolean;
 }
 
 /** What `acquire` answers. */
 export type AcquireResult =
-  | { readonly ok: true; readonly lease: ScopeLease }
+  | {
+    readonly ok: true;
+    readonly lease: ScopeLease;
+    /** Asked with `more`: the grant filled a scope, and the process now waits in its queue. */
+    readonly queued?: boolean;
+  }
   | {
     readonly ok: false;
     /** How long until the delay or a hold of the busiest scope ends, in ms (0 when only full). */
@@ -166,8 +179,10 @@ export interface SharedReleaseMessage {
   readonly from: string;
   readonly scopes: readonly string[];
   /**
-   * Per scope, the process whose turn it is next ('' when none waits): only
-   * it asks again (`released$` of the others leaves the scope out).
+   * Index for index with `scopes`, a process whose turn it is next ('' when
+   * none waits): a scope with several free slots is repeated in `scopes`,
+   * once per process it names. Only those ask again (`released$` of the
+   * others leaves the scope out).
    */
   readonly next?: readonly string[];
 }
@@ -317,7 +332,7 @@ end
  * Quota: the state hash's `qend` (the window's end) and `qused`; checked and
  * used in the same script as the lease, so processes share one window.
  */
-const ACQUIRE = `local function acquire(argv, first, n, stride)
+const ACQUIRE = `local function acquire(argv, first, n, stride, more)
 local id = pid .. ':' .. argv[first]
 local patience = tonumber(argv[first + 1])
 local wait = 0
@@ -330,8 +345,8 @@ for i = 1, n do
   local scope = argv[b]
   local leases, state = P .. 'lease:' .. scope, P .. 'state:' .. scope
   local queue, alive = P .. 'queue:' .. scope, P .. 'alive:' .. scope
-  ks[i] = {leases, state, queue, alive, tonumber(argv[b + 2])}
   local conc = tonumber(argv[b + 1])
+  ks[i] = {leases, state, queue, alive, tonumber(argv[b + 2]), conc, 0}
   local delay = ks[i][5]
   redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(now))
   local gone = redis.call('ZRANGEBYSCORE', alive, '-inf', fmt(now))
@@ -340,6 +355,7 @@ for i = 1, n do
     redis.call('ZREMRANGEBYSCORE', alive, '-inf', fmt(now))
   end
   local taken = redis.call('ZCARD', leases)
+  ks[i][7] = taken
   local ahead = redis.call('ZRANK', queue, pid)
   if not ahead then ahead = redis.call('ZCARD', queue) end
   refused[i] = false
@@ -377,8 +393,11 @@ end
 if full == 1 or wait > 0 then
   local deadline = fmt(now + wait + patience)
   for i = 1, n do
-    local queue, alive = ks[i][3], ks[i][4]
+    local state, queue, alive = ks[i][2], ks[i][3], ks[i][4]
     if refused[i] then
+      -- What a release reads to name as many waiting processes as slots free.
+      redis.call('HSET', state, 'conc', ks[i][6])
+      extend(state, wait + patience + idleMs)
       redis.call('ZADD', queue, 'NX', fmt(now), pid)
       redis.call('ZADD', alive, deadline, pid)
       extend(queue, wait + patience + idleMs)
@@ -392,6 +411,7 @@ if full == 1 or wait > 0 then
   return {0, fmt(wait), full, fmt(expiry)}
 end
 local expires = now + leaseMs
+local queued = 0
 for i = 1, n do
   local leases, state, queue, alive, delay = ks[i][1], ks[i][2], ks[i][3], ks[i][4], ks[i][5]
   redis.call('ZADD', leases, fmt(expires), id)
@@ -412,11 +432,22 @@ for i = 1, n do
       if qend - now > life then life = qend - now end
     end
   end
+  if more and ks[i][7] + 1 >= ks[i][6] then
+    -- It wants another and this grant filled the scope: its place at the
+    -- back of the queue now, as the refused ask it spares would have taken.
+    redis.call('HSET', state, 'conc', ks[i][6])
+    redis.call('ZADD', queue, fmt(now), pid)
+    redis.call('ZADD', alive, fmt(now + patience), pid)
+    extend(queue, patience + idleMs)
+    extend(alive, patience + idleMs)
+    queued = 1
+  else
+    redis.call('ZREM', queue, pid)
+    redis.call('ZREM', alive, pid)
+  end
   extend(state, life + idleMs)
-  redis.call('ZREM', queue, pid)
-  redis.call('ZREM', alive, pid)
 end
-return {1, fmt(now), fmt(expires)}
+return {1, fmt(now), fmt(expires), queued}
 end
 `;
 
@@ -425,11 +456,12 @@ end
  * clock. No KEYS. ARGV: channel, process id, key prefix, lease ms, idle ms,
  * then the operations: a release is 'r', its number of scopes, its lease id
  * and the scopes; an acquire is 'a' (stride 3) or 'q' (with quotas, stride
- * 6), its number of scopes and then as `acquire` above. Answers one reply
- * per operation (a release: per scope the process first in its queue, ''
+ * 6), upper case when asked with `more`, its number of scopes and then as
+ * `acquire` above. Answers one reply per operation (a release: per scope
+ * the process first in its queue, or this one when it is named too, ''
  * for none). The client puts releases first, so an acquire in the batch
  * finds their slots free; one release message goes out, after them all,
- * naming per scope the process whose turn it is.
+ * naming per scope the processes whose turn it is.
  */
 const BATCH = NOW + `local channel, pid, P = ARGV[1], ARGV[2], ARGV[3]
 local leaseMs, idleMs = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -439,23 +471,41 @@ local released, nexts = {}, {}
 while a <= #ARGV do
   local kind, n = ARGV[a], tonumber(ARGV[a + 1])
   if kind == 'r' then
-    -- The process whose turn it is next is named, so only it asks again.
+    -- The processes whose turn it is are named, so only they ask again: as
+    -- many from the front of the queue as the scope has free slots, or its
+    -- head when it has none. Naming
+    -- only the head lost the turns of the others a free slot was owed to
+    -- until they polled.
     local lease = ARGV[a + 2]
     local heads = {}
     for i = 1, n do
       local scope = ARGV[a + 2 + i]
-      redis.call('ZREM', P .. 'lease:' .. scope, lease)
-      local head = redis.call('ZRANGE', P .. 'queue:' .. scope, 0, 0)[1] or ''
+      local leases, queue = P .. 'lease:' .. scope, P .. 'queue:' .. scope
+      redis.call('ZREM', leases, lease)
+      local named = redis.call('ZRANGE', queue, 0, 0)
+      if #named > 0 then
+        -- Its concurrency as the last refused process asked for it.
+        local conc = tonumber(redis.call('HGET', P .. 'state:' .. scope, 'conc') or '1')
+        redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(now))
+        local free = conc - redis.call('ZCARD', leases)
+        if free > 1 then named = redis.call('ZRANGE', queue, 0, free - 1) end
+      end
+      local head = named[1] or ''
+      for j = 2, #named do
+        if named[j] == pid then head = pid end
+        released[#released + 1] = scope
+        nexts[#nexts + 1] = named[j]
+      end
       heads[i] = head
       released[#released + 1] = scope
-      nexts[#nexts + 1] = head
+      nexts[#nexts + 1] = named[1] or ''
     end
     out[#out + 1] = heads
     a = a + 3 + n
   else
     local stride = 3
-    if kind == 'q' then stride = 6 end
-    out[#out + 1] = acquire(ARGV, a + 2, n, stride)
+    if kind == 'q' or kind == 'Q' then stride = 6 end
+    out[#out + 1] = acquire(ARGV, a + 2, n, stride, kind == 'A' or kind == 'Q')
     a = a + 4 + stride * n
   end
 end
@@ -788,7 +838,13 @@ class RedisScopesStore implements RedisScopes {
     const number = String(++this.#leases);
     const batch = this.#openBatch();
     const args = batch.acquireArgs;
-    args.push(quotas ? "q" : "a", String(scopes.length), number, String(patienceMs));
+    const kind = quotas ? "q" : "a";
+    args.push(
+      options.more === true ? kind.toUpperCase() : kind,
+      String(scopes.length),
+      number,
+      String(patienceMs),
+    );
     for (let i = 0; i < scopes.length; i++) {
       const { concurrency, delayMs, quota } = limits[i]!;
       args.push(scopes[i]!, String(Math.floor(concurrency)), String(delayMs));
@@ -813,6 +869,7 @@ class RedisScopesStore implements RedisScopes {
           grantedAt: Number(r[1]),
           expiresAt: Number(r[2]),
         },
+        queued: Number(r[3]) === 1,
       };
     }
     const expiry = Number(r[3]);
