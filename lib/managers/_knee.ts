@@ -9,22 +9,19 @@
  * more per second (10%) and took much longer (30%) says the knee is the best
  * round's count in flight.
  *
+ * Rounds last as rampup's do (`MIN_ROUND_MS`, `ROUND_TRIPS` mean latencies).
  * Pure arithmetic: time is passed in (ms).
  *
  * @module
  */
+import { LATENCY_WEIGHT, MIN_ROUND_MS, ROUND_TRIPS } from "./_rampup.ts";
 
-/** A round lasts at least this long, and this many mean latencies. */
-const KNEE_ROUND_MS = 200;
-const KNEE_ROUND_TRIPS = 3;
 /** Admits a round needs before it says anything. */
 const KNEE_MIN_ADMITS = 8;
 /** More in flight that gained less than this share per second gained nothing. */
 const KNEE_GAIN = 1.1;
 /** ... while its mean latency grew by at least this factor. */
 const KNEE_SLOWER = 1.3;
-/** Weight of the newest latency in the moving average that sets a round's length. */
-const LATENCY_WEIGHT = 0.2;
 
 /** One round: admits per second, mean latency, mean count in flight at its answers. */
 interface KneeRound {
@@ -58,7 +55,7 @@ export class KneeMeter {
     this.#latencySum += latencyMs;
     this.#inFlight += inFlight;
     const span = now - this.#start;
-    if (span < Math.max(KNEE_ROUND_MS, KNEE_ROUND_TRIPS * this.#latency)) return undefined;
+    if (span < Math.max(MIN_ROUND_MS, ROUND_TRIPS * this.#latency)) return undefined;
     const round: KneeRound = {
       rate: (this.#admits * 1000) / span,
       latencyMs: this.#latencySum / this.#admits,

@@ -114,13 +114,13 @@ export const MIN_ROUND_MS = 200;
 /** Sends per round at the current pace. */
 const ROUND_SENDS = 4;
 /** Round trips per round. */
-const ROUND_TRIPS = 3;
+export const ROUND_TRIPS = 3;
 /** The first probe in a block of refusals waits this long (or two round trips). */
 const FIRST_PROBE_MS = 250;
 /** Each further probe in the block waits this much longer. */
 const PROBE_GROWTH = 1.5;
 /** Weight of the newest latency in the moving average. */
-const LATENCY_WEIGHT = 0.2;
+export const LATENCY_WEIGHT = 0.2;
 /**
  * A refusal within this many sends of a new pace is a strict spacer's (a
  * bucket's saved burst hides a pace above its rate for longer).
