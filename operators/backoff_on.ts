@@ -79,15 +79,14 @@ export function backoffOn<R, T>(
 ): OperatorFunction<Outcome<R, T>, Outcome<R, T>> {
   const settings = throttler.settings;
   const retry = resolveRetry(settings, options.retry);
-  if (!Number.isInteger(retry.times) || retry.times < 0) {
-    throw new RangeError(
-      `Cannot create backoffOn as 'retry.times' must be an integer >= 0: current value is ${retry.times}`,
-    );
-  }
-  if (!Number.isInteger(retry.refusedTimes) || retry.refusedTimes < 0) {
-    throw new RangeError(
-      `Cannot create backoffOn as 'retry.refusedTimes' must be an integer >= 0: current value is ${retry.refusedTimes}`,
-    );
+  for (const name of ["times", "refusedTimes"] as const) {
+    if (!Number.isInteger(retry[name]) || retry[name] < 0) {
+      throw new RangeError(
+        `Cannot create backoffOn as 'retry.${name}' must be an integer >= 0: current value is ${
+          retry[name]
+        }`,
+      );
+    }
   }
   const clock = options.nowEpochMs ?? (() => throttler.scheduler.now());
   const custom = options.getResponseBackoff;

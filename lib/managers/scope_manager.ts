@@ -62,7 +62,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   #slowStart = false;
   /** Before the controller exists: the most in flight at the send of an admitted request. */
   #admittedUpTo = 0;
-  /** Before the controller exists: answers admitted (not a trigger status). */
+  /** Answers admitted (not a trigger status): the adaptive controller starts from the count. */
   #admits = 0;
   #firstSentAt = Number.NaN;
   /** When slow start's next round begins, and how far this round may grow. */
@@ -204,7 +204,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
           const a = x.ann;
           x.ann = undefined;
           const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
-          x.ramp.leaveQuota(knobs, a.leaveRate(), a.probeAdmits >= a.probeNeed && a.probeNeed > 0);
+          x.ramp.leaveQuota(knobs, a.leaveRate(), a.probed);
           this.#delayMs = knobs.delayMs;
           this.#concurrency = knobs.concurrency;
           return this.canSend(now, amount);
@@ -277,8 +277,9 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   recordDone(now: number, result?: DoneInfo): void {
     if (this.#active > 0) this.#active--;
     this.#lastActivity = now;
-    if (this.#x?.ramp === undefined && admitted(result, this.config.backoff.httpCodes)) {
-      this.#admits++;
+    const ok = admitted(result, this.config.backoff.httpCodes);
+    if (ok) this.#admits++;
+    if (ok && this.#x?.ramp === undefined) {
       const sentAt = result.sentAt ?? now - result.latencyMs;
       const sends = this.#sends;
       const f = sends?.take(sentAt, false) ?? 1;
@@ -296,42 +297,37 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         if (this.#concurrency < this.#slowStartCap) this.#concurrency++;
         if (this.#concurrency >= this.config.concurrency) this.#slowStart = false;
       }
-      if (this.config.adaptive && this.#admits >= KNEE_AFTER) this.#kneeRead(now, result.latencyMs);
     }
-    const x = this.#x;
-    if (
-      x?.ramp !== undefined && !x.kneeDone && x.level === 0 &&
-      admitted(result, this.config.backoff.httpCodes) && ++x.kneeAdmits >= KNEE_AFTER
-    ) {
-      // A rampup scope reads the knee too until its first trigger, and keeps
-      // reading it: its controller probes one more in flight once per window.
-      const knee = (x.knee ??= new KneeMeter()).admitted(now, result.latencyMs, this.#active + 1);
-      if (knee !== undefined) {
-        const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
-        if (x.ramp.kneeAt(knobs, knee)) {
-          this.#delayMs = knobs.delayMs;
-          this.#concurrency = knobs.concurrency;
-        }
-      }
+    if (ok && this.#admits >= KNEE_AFTER && (this.config.adaptive || this.#x?.ramp !== undefined)) {
+      this.#kneeRead(now, result.latencyMs);
     }
-    const ann = x?.ann;
-    if (
-      ann !== undefined && result?.sentAt !== undefined && ann.probing(result.sentAt) &&
-      admitted(result, this.config.backoff.httpCodes)
-    ) ann.probeAdmitted();
+    const ann = this.#x?.ann;
+    if (ok && ann !== undefined && result.sentAt !== undefined && ann.probing(result.sentAt)) {
+      ann.probeAdmitted();
+    }
     this.#x?.ramp?.onDone(now, result);
   }
 
   /**
-   * An adaptive scope that no site refusal has taught yet reads the knee of
-   * a server that slows down instead of refusing (lib/managers/_knee.ts):
-   * found, it keeps that many in flight and slow start ends.
+   * A scope that no site refusal has taught yet reads the knee of a server
+   * that slows down instead of refusing (lib/managers/_knee.ts). An adaptive
+   * scope keeps that many in flight and its slow start ends; a rampup scope's
+   * controller takes it as its concurrency cap and probes one more once per
+   * window, so the reading goes on.
    */
   #kneeRead(now: number, latencyMs: number): void {
     const x = this.#more();
-    if (x.kneeDone) return;
+    if (x.kneeDone || x.level > 0) return;
     const knee = (x.knee ??= new KneeMeter()).admitted(now, latencyMs, this.#active + 1);
     if (knee === undefined) return;
+    if (x.ramp !== undefined) {
+      const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
+      if (x.ramp.kneeAt(knobs, knee)) {
+        this.#delayMs = knobs.delayMs;
+        this.#concurrency = knobs.concurrency;
+      }
+      return;
+    }
     x.knee = undefined;
     x.kneeDone = true;
     this.#slowStart = false;
@@ -651,8 +647,6 @@ class ScopeExtra {
   knee: KneeMeter | undefined = undefined;
   /** Whether the knee was found, or a trigger handed the scope to its controller. */
   kneeDone = false;
-  /** Admitted answers of a rampup scope, counted for the knee. */
-  kneeAdmits = 0;
   /** The step that tells of the knee, until `advance` reports it. */
   kneeStep: ScopeStep | undefined = undefined;
 
@@ -918,9 +912,14 @@ class AnnouncedWindow {
    * admitted half a quota more half way through a window.
    */
   leaveRate(): number {
-    return this.probeAdmits >= this.probeNeed && this.probeNeed > 0
+    return this.probed
       ? (2 * this.limit * 1000) / this.toldWindowMs
       : (this.limit * 1000) / this.windowMs;
+  }
+
+  /** Whether a probe (see `probe`) said the holds told no window. */
+  get probed(): boolean {
+    return this.probeNeed > 0 && this.probeAdmits >= this.probeNeed;
   }
 
   #startProbe(now: number): void {
