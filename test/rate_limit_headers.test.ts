@@ -615,7 +615,7 @@ describe("announcedBudget()", () => {
     [
       "X-RateLimit-* with an epoch reset (GitHub)",
       { "X-RateLimit-Limit": "60", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(30) },
-      { limit: 60, remaining: 0, resetInMs: 30_000 },
+      { limit: 60, remaining: 0, resetInMs: 30_000, resetIsEpoch: true },
     ],
     [
       "an epoch reset against the response's own Date (a local clock 10 s behind)",
@@ -624,7 +624,7 @@ describe("announcedBudget()", () => {
         "X-RateLimit-Remaining": "0",
         "X-RateLimit-Reset": epoch(40),
       },
-      { remaining: 0, resetInMs: 30_000 },
+      { remaining: 0, resetInMs: 30_000, resetIsEpoch: true },
     ],
     [
       "X-RateLimit-* with a delta reset",
@@ -639,7 +639,7 @@ describe("announcedBudget()", () => {
     [
       "an epoch reset that just passed as 0 (it still says the quota was spent)",
       { "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": epoch(-30) },
-      { remaining: 0, resetInMs: 0 },
+      { remaining: 0, resetInMs: 0, resetIsEpoch: true },
     ],
     [
       "an epoch reset long past is ignored",

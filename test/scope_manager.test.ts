@@ -549,6 +549,49 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     }
   });
 
+  it("ThrottlingScopeManager.recordAnnounced() tries a window a second shorter than epoch resets tell, and keeps what the try found", () => {
+    // 3 per window, no window said; resets as epoch whole seconds. The first
+    // answer tells a reset 2 s after the first send, so the window reads as
+    // 2 s; it may be 1 s, its reset rounded up to the next whole second.
+    const run = (answer: "admitted" | "refused") => {
+      const m = manager({ delayMs: 0, concurrency: 8 });
+      const told = (now: number, left: number, resetAt: number, sentAt: number) =>
+        m.recordAnnounced(now, {
+          limit: 3,
+          remaining: left,
+          resetInMs: resetAt - now,
+          resetIsEpoch: true,
+          sentAt,
+        });
+      told(30, 2, 2_000, 0);
+      for (const t of [0, 10, 20]) m.recordSent(t);
+      told(50, 0, 2_000, 20);
+      // The spent budget's hold tries 1 s: the third-last send plus 1 s and 2%.
+      const tried = m.state(50).holdUntil;
+      m.recordSent(1_030);
+      if (answer === "refused") {
+        // The told reset was on time: held until it, and no more tries.
+        told(1_060, 0, 2_000, 1_030);
+        return [tried, m.state(1_060).holdUntil];
+      }
+      // A new window (its reset told 2 s on): the window is at most 1 s and
+      // 10 ms (the send went 10 ms after the hold), its spent budgets are
+      // held so long after its first send.
+      told(1_060, 2, 3_000, 1_030);
+      for (const t of [1_040, 1_050]) m.recordSent(t);
+      told(1_080, 0, 3_000, 1_050);
+      return [tried, m.state(1_080).holdUntil];
+    };
+    expect(run("admitted")).toEqual([1_020, 1_030 + 1_010 * 1.02]);
+    expect(run("refused")).toEqual([1_020, 2_000]);
+    // Delta resets are not tried shorter (answers at several times narrow them).
+    const delta = manager({ delayMs: 0, concurrency: 8 });
+    delta.recordAnnounced(30, { limit: 3, remaining: 2, resetInMs: 1_970, sentAt: 0 });
+    for (const t of [0, 10, 20]) delta.recordSent(t);
+    delta.recordAnnounced(50, { limit: 3, remaining: 0, resetInMs: 1_950, sentAt: 20 });
+    expect(delta.state(50).holdUntil).toBe(2_000);
+  });
+
   it("ThrottlingScopeManager.recordBackoff() with explained takes the hold only: no step, no rampup cut", () => {
     const plain = manager({ delayMs: 0, concurrency: 4 });
     plain.recordBackoff(0, { holdMs: 5_000, explained: true });

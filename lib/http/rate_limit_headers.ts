@@ -309,6 +309,13 @@ const EPOCH_SECONDS_THRESHOLD = 1e9;
 /** 10^12 seconds is 31,700 years: such a value is epoch milliseconds. */
 const EPOCH_MS_THRESHOLD = 1e12;
 
+/** Whether an `X-RateLimit-Reset` value is an epoch time in whole seconds (GitHub's form). */
+function isEpochSeconds(value: string | undefined): boolean {
+  if (value === undefined) return false;
+  const n = parseNonNegative(singletonMembers(value)[0] ?? "");
+  return n !== undefined && n > EPOCH_SECONDS_THRESHOLD && n <= EPOCH_MS_THRESHOLD;
+}
+
 function parseOneXReset(value: string, nowEpochMs: number | undefined): number | undefined {
   const n = parseNonNegative(value);
   if (n === undefined) return undefined;
@@ -782,8 +789,14 @@ export function announcedBudget(
     resetInMs = undefined;
   }
   const name = binding?.policy ?? policy?.policy;
+  // An epoch in whole seconds tells the reset to a second whenever it is
+  // read; a delta read at several times narrows it (see `recordAnnounced`).
+  const resetIsEpoch = resetInMs !== undefined && binding?.resetMs === undefined &&
+    headerValue(headers, "ratelimit-reset") === undefined &&
+    isEpochSeconds(headerValue(headers, "x-ratelimit-reset"));
   return {
     ...(limit === undefined ? {} : { limit }),
+    ...(resetIsEpoch ? { resetIsEpoch } : {}),
     ...(windowMs === undefined ? {} : { windowMs }),
     ...(remaining === undefined ? {} : { remaining }),
     ...(resetInMs === undefined ? {} : { resetInMs }),

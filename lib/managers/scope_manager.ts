@@ -464,6 +464,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       }
     }
     if (!hasRemaining || !hasReset) return;
+    if (budget.resetIsEpoch === true) a.epochResets = true;
     if (hasLimit && !a.windowSaid && !(resetInMs <= a.windowMs)) {
       // No window said: a fixed window's first answer announces nearly all of
       // it (less the latency), so the longest reset seen, in whole seconds as
@@ -479,20 +480,27 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       if (a.answeredBefore(sentAt)) return;
       a.sentAt(sentAt);
     }
+    if (sentAt !== undefined) a.triedOut(sentAt, remaining);
     const resetAt = a.sameReset(now, now + resetInMs, remaining);
     if (remaining < 1) {
-      const freed = a.freedBy();
+      const tried = a.windowToTry();
+      const freed = a.freedBy(tried);
       const hold = Math.min(
         Math.max(0, Math.min(resetAt, freed) - now),
         this.config.backoff.maxDelayMs,
       );
+      if (freed < resetAt) a.trying(tried, now + hold);
       if (now + hold > x.holdUntil) x.holdUntil = now + hold;
       a.start(now, now + hold, 0);
     } else {
       // The announcing request is counted by the server; the others still in
       // flight may not be yet, so they count as spent.
       const others = this.#active > 0 ? this.#active - 1 : 0;
-      a.start(now, resetAt, Math.floor(remaining) - others);
+      a.start(
+        now,
+        Math.min(resetAt, a.windowEndBy(sentAt, remaining)),
+        Math.floor(remaining) - others,
+      );
     }
   }
 
@@ -799,6 +807,8 @@ class AnnouncedWindow {
 
   /** Whether `windowMs` was announced (a policy's `w`) rather than inferred from resets. */
   windowSaid = false;
+  /** Whether resets came as epoch times in whole seconds (see `windowToTry`). */
+  epochResets = false;
 
   /**
    * The reset to believe for an announcement of `resetAt` with `remaining`
@@ -986,12 +996,78 @@ class AnnouncedWindow {
    * before that send, and so resets before then too. Resets are announced in
    * whole seconds (up to a second late), this is as late as the sends say.
    */
-  freedBy(): number {
+  freedBy(windowMs = this.windowMs): number {
     const sent = this.#sent;
     const n = this.limit;
-    if (sent === undefined || !(this.windowMs > 0) || !(n <= this.#sentCount)) return Infinity;
-    return sent[(this.#sentCount - n) % SENDS_FOR_FREED]! + this.windowMs * (1 + FREED_MARGIN);
+    if (sent === undefined || !(windowMs > 0) || !(n <= this.#sentCount)) return Infinity;
+    return sent[(this.#sentCount - n) % SENDS_FOR_FREED]! + windowMs * (1 + FREED_MARGIN);
   }
+
+  /**
+   * The window length a spent budget's hold tries. A window read from
+   * resets (none said) is known to a second only: resets come in whole
+   * seconds, so a 1 s window whose reset is told as the next whole second
+   * reads as 2 s, and a hold until the told reset waits up to a second too
+   * long each window (an express-rate-limit `X-RateLimit-Reset` epoch on a
+   * 10 per second window ran at half its rate). Between the longest length
+   * refused early and the shortest admitted (a second below the told
+   * window at first), the hold tries the middle: ended by the sends (see
+   * `freedBy`), a try costs at most one refusal and halves what is unknown.
+   */
+  windowToTry(): number {
+    const hi = Math.min(this.windowMs, this.#windowHi);
+    if (!this.epochResets || this.windowSaid || !(hi <= WINDOW_TRIED_UP_TO_MS)) return hi;
+    // Found, or the try refused (the told resets were on time: a window
+    // that begins on a whole second).
+    if (this.#windowHi < Infinity || this.#windowLo > 0) return hi;
+    // Windows are mostly whole seconds: a second below the told one.
+    return this.windowMs > 1_000 ? this.windowMs - 1_000 : hi;
+  }
+
+  /** A hold ends at `until`, before the told reset, trying a window of `windowMs`. */
+  trying(windowMs: number, until: number): void {
+    if (windowMs < this.windowMs) {
+      this.#tried = windowMs;
+      this.#triedUntil = until;
+    }
+  }
+
+  /**
+   * An answer to a send at `sentAt` with `remaining` left: the first sent
+   * after a try's hold tells whether the window had freed a slot by then.
+   */
+  triedOut(sentAt: number, remaining: number): void {
+    if (Number.isNaN(this.#tried) || sentAt < this.#triedUntil) return;
+    // Sent later than the try's hold (a Retry-After held it longer): the
+    // length it tried, as long again as the send was late.
+    const tried = this.#tried + (sentAt - this.#triedUntil);
+    if (remaining >= 1) this.#windowHi = Math.min(this.#windowHi, tried);
+    else this.#windowLo = Math.max(this.#windowLo, tried);
+    this.#tried = Number.NaN;
+  }
+
+  /**
+   * When the window in force ends at the latest, by a window length a try
+   * found (Infinity: none found): the first send of this window (answered
+   * `remaining` after `limit - 1`) plus that length. An epoch reset told a
+   * second late spreads the budget no slower than the window allows.
+   */
+  windowEndBy(sentAt: number | undefined, remaining: number): number {
+    if (sentAt !== undefined && remaining >= this.limit - 1) this.#windowFirstSent = sentAt;
+    return this.#windowHi === Infinity || Number.isNaN(this.#windowFirstSent)
+      ? Infinity
+      : this.#windowFirstSent + this.#windowHi * (1 + FREED_MARGIN);
+  }
+
+  #windowFirstSent = Number.NaN;
+
+  /** The shortest window length a try found admitted (Infinity: none). */
+  #windowHi = Infinity;
+  /** The longest window length a try found refused (0: none). */
+  #windowLo = 0;
+  /** The length the pending try holds for (NaN: none), and when its hold ends. */
+  #tried = Number.NaN;
+  #triedUntil = Number.NaN;
 
   /** The learned quota as `ScopeState.quota` shows it. */
   learned(now: number): ScopeState["quota"] {
@@ -1027,6 +1103,11 @@ const INFERRED_STEP = 0.03;
 
 /** The most an inferred window shortens by per quiet window (the step doubles from INFERRED_STEP). */
 const INFERRED_STEP_MAX = 0.4;
+/**
+ * Windows read from whole-second resets up to this long are tried shorter
+ * (see `windowToTry`): a second too long costs a longer window little.
+ */
+const WINDOW_TRIED_UP_TO_MS = 10_000;
 /** Sends an announced quota keeps to tell when its window frees a slot (quotas up to this many). */
 const SENDS_FOR_FREED = 64;
 /** A slot freed by the scope's own sends is counted free this share of the window later (arrivals come after sends). */

@@ -48,6 +48,12 @@ export interface AnnouncedBudget {
   /** Time until the window resets (remaining back to the limit), ms. */
   readonly resetInMs?: number;
   /**
+   * The reset came as an epoch time in whole seconds (`X-RateLimit-Reset:
+   * 1700000060`): up to a second late however often it is read, so a
+   * window read from it is tried shorter. @default false
+   */
+  readonly resetIsEpoch?: boolean;
+  /**
    * When the announcing request was sent (scheduler time): the server
    * counted it between then and the answer, which bounds when a window
    * began (see `ThrottlingScopeManager.recordAnnounced`).
