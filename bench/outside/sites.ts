@@ -230,7 +230,7 @@ export const SITES: readonly SiteSpec[] = [
   },
   {
     name: "github-100/60s",
-    shape: "fixed window 100 per 60 s (first), X-RateLimit-* epoch reset on all, 403-style 429",
+    shape: "fixed window 100 per 60 s (first), X-RateLimit-* epoch reset on all, 429",
     pages: 150,
     rules: () => [{
       limiter: new FixedWindow(100, 60_000, "first"),
