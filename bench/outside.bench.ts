@@ -13,7 +13,9 @@
  * replayed in virtual time (`bench/outside/ideal.ts`, at most 8 in flight:
  * politely's default per-site concurrency); refused = refusals / arrivals;
  * failed = pages without a 2xx in `--output`; viol = for spacing limits,
- * arrivals sooner than the interval after the previous admitted one.
+ * arrivals sooner than the interval after the previous admitted one; load =
+ * the machine's 1-minute load average at the crawl's end (the machine is
+ * shared: on 2 cores a load above 2 delays sends and arrivals by tens of ms).
  *
  * `npx tsx bench/outside.bench.ts [--mode default|rampup|both] [--only NAME[,NAME]] [--keep DIR]`
  * (also `npm run bench -- outside --mode both`). Output files (`--plain` log,
@@ -24,7 +26,7 @@
  */
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { argValue, fmtFixed, machine, markdownTable, median, ROOT } from "./_harness.ts";
 import { idealMs } from "./outside/ideal.ts";
@@ -50,6 +52,8 @@ interface Result {
   readonly exit: string;
   readonly events: Record<string, number>;
   readonly holdS: number;
+  /** The machine's 1-minute load average when the crawl ended (2 cores: above 2 is a busy machine). */
+  readonly load: number;
 }
 
 function crawl(
@@ -116,6 +120,11 @@ async function runSite(spec: SiteSpec, mode: Mode, seed: number, root: string): 
   }
   const rec = site.record;
   const first = rec.arrivals[0]?.t ?? Number.NaN;
+  // What the server saw, for reading refusals against arrival gaps afterwards.
+  writeFileSync(
+    join(dir, "arrivals.json"),
+    JSON.stringify(rec.arrivals.map((a) => [Math.round((a.t - first) * 10) / 10, a.ok ? 1 : 0])),
+  );
   const wall = rec.lastFinish - first;
   const ideal = idealMs(spec, first);
   const out = readJsonLines(join(dir, "out.jsonl"));
@@ -158,6 +167,7 @@ async function runSite(spec: SiteSpec, mode: Mode, seed: number, root: string): 
     exit,
     events,
     holdS,
+    load: loadavg()[0] ?? Number.NaN,
   };
   writeFileSync(join(dir, "result.json"), JSON.stringify(result, null, 2));
   return result;
@@ -176,6 +186,7 @@ function table(results: readonly Result[], mode: Mode): string {
     r.violations === undefined ? "-" : String(r.violations),
     String(r.maxActive),
     `${r.events.backoff ?? 0}/${r.events.hold ?? 0}/${r.events.rampup ?? 0}`,
+    fmtFixed(r.load, 1),
     r.exit === "0" ? "" : `exit ${r.exit}`,
   ]);
   const eff = rows.map((r) => r.efficiency);
@@ -198,10 +209,11 @@ function table(results: readonly Result[], mode: Mode): string {
         "viol",
         "max in service",
         "backoff/hold/rampup events",
+        "load",
         "",
       ],
       body,
-      ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "l"],
+      ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "l"],
     ),
     "",
     `Median efficiency ${fmtFixed(median(eff))}, lowest ${
@@ -250,7 +262,7 @@ async function main(argv: readonly string[]): Promise<number> {
           fmtFixed(r.wallS, 1)
         } s), refused ${r.refused}/${r.arrivals}, failed ${r.failed}${
           r.violations === undefined ? "" : `, viol ${r.violations}`
-        }, exit ${r.exit}\n`,
+        }, load ${fmtFixed(r.load, 1)}, exit ${r.exit}\n`,
       );
     }
     console.log(table(results, mode));
