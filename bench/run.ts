@@ -4,7 +4,8 @@
  * Markdown table or more per bench).
  *
  * - `npm run bench` runs them all: `core` and `delay_accuracy` first, then the
- *   others in name order.
+ *   others in name order; `outside` (about ten minutes of real crawls) only
+ *   when named.
  * - `npm run bench -- core delay_accuracy` runs the named ones.
  * - Options after the names (`--requests 20000 --reps 3`) go to every bench
  *   built on `_harness.ts` (they read `--name value` options). Other benches
@@ -21,6 +22,8 @@ import { join } from "node:path";
 import { machine, ROOT, runNode } from "./_harness.ts";
 
 const FIRST = ["core", "delay_accuracy"];
+/** Benches that run only when named: `outside` crawls 28 loopback sites for about ten minutes. */
+const NAMED_ONLY = ["outside"];
 
 function benches(): string[] {
   const found = readdirSync(join(ROOT, "bench"))
@@ -46,7 +49,7 @@ async function main(argv: readonly string[]): Promise<number> {
     console.error(`unknown bench ${unknown.join(", ")}: expected one of ${all.join(", ")}`);
     return 2;
   }
-  const chosen = names.length > 0 ? names : all;
+  const chosen = names.length > 0 ? names : all.filter((b) => !NAMED_ONLY.includes(b));
   console.log(
     `## Benchmarks\n\n${machine()}. Command: \`npm run bench${
       argv.length ? ` -- ${argv.join(" ")}` : ""
