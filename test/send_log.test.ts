@@ -23,4 +23,28 @@ describe("SendLog", () => {
     // The sends at 5 are the refused one's instant; 8 goes down; 9 stays at its floor of 1.
     expect([5, 5, 8, 9, 0].map((at) => log.take(at, true))).toEqual([3, 2, 3, 1, 1]);
   });
+
+  it("admittedWithin: the most in flight of an admitted send in a span, copied with the log", () => {
+    const log = new SendLog(8);
+    // [sent at, in flight, admitted]
+    const sends: [number, number, boolean][] = [[0, 5, true], [10, 6, false], [10.06, 7, true], [
+      20,
+      8,
+      true,
+    ]];
+    for (const [at, f] of sends) log.push(at, f);
+    for (const [at, f, ok] of sends) if (ok) log.admitted(at, f);
+    // [from, to, most in flight of an admitted send then]
+    const table: [number, number, number][] = [[10, 13, 7], [10, 10, 0], [0, 9, 5], [21, 30, 0]];
+    const copy = new SendLog(8);
+    copy.copyFrom(log);
+    for (const [from, to, most] of table) {
+      expect({ from, to, most: log.admittedWithin(from, to) }).toEqual({ from, to, most });
+      expect({ from, to, copied: copy.admittedWithin(from, to) }).toEqual({
+        from,
+        to,
+        copied: most,
+      });
+    }
+  });
 });

@@ -904,6 +904,32 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     }
   });
 
+  it("a concurrency cap is read at its size when a send a moment after the refused one reached the site first", () => {
+    // Two sends 0.06 ms apart reach the site in the other order (3 ms of
+    // noise): the later one, sent with one more in flight, is admitted and
+    // the earlier one refused. Read from the refused send alone, a cap of 6
+    // was 5 for the rest of the crawl (0.82, 0.68; a cap of 5 read as 4: 0.78).
+    const table: [number, number, number][] = [[6, 200, 1], [6, 200, 6], [5, 150, 4]];
+    for (const [cap, latencyMs, seed] of table) {
+      const r = runZooCrawl({
+        site: {
+          name: `conc ${cap}`,
+          limiter: { shape: "concurrency", maxConcurrency: cap },
+          latencyMs,
+          status: 503,
+          retryAfter: "none",
+        },
+        pages: 200,
+        seed,
+        outboundJitterMs: 3,
+        inboundJitterMs: 3,
+        settings: { retry: { times: 10 } },
+      });
+      expect({ cap, seed, ok: r.ok }).toEqual({ cap, seed, ok: 200 });
+      expect({ cap, seed, efficient: r.efficiency >= 0.9 }).toEqual({ cap, seed, efficient: true });
+    }
+  });
+
   it("a bucket whose burst ran out just as slow start reached its top is a rate, not a concurrency cap", () => {
     // Refused with 8 in flight, then again with 7 after the Retry-After hold
     // (the site had served 7 at once): lowering the cap one by one, a second

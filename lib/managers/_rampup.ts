@@ -148,6 +148,8 @@ const BURST_MIN = 4;
  * hundreds a second).
  */
 const BURST_INSTANT_MS = 3;
+/** Sends this close after a refused one may have reached the site before it. */
+const REORDER_MS = 3;
 /** A refused pace this far above a quiet one is near it (see `onTrigger`). */
 const NEAR_QUIET = 0.1;
 /** In-flight counts are tallied up to this. */
@@ -571,13 +573,17 @@ export class RampupController {
         // slow start grows by answers that come back together, refusals in
         // flight among them (they hold no slot at the site): the most it saw
         // admitted at once bounds the cap (a cap of 8 read as 11 otherwise).
-        this.#capLimit = this.limits.mode === "rampup" ? this.#capBelow(now, f, sentAt) : f - 1;
+        // Sends a moment after the refused one may have reached the site
+        // first (a real network reorders them): the most in flight among
+        // them was what the site refused at.
+        const fr = Math.max(f, this.#sends.admittedWithin(sentAt, sentAt + REORDER_MS));
+        this.#capLimit = this.limits.mode === "rampup" ? this.#capBelow(now, fr, sentAt) : fr - 1;
         // What the site was seen serving at once counts only answers already
         // in: the ones in flight at the refusal (most of a cap just reached)
         // are not, so the cap may be up to f - 1. The first quiet round, when
         // they are in, reads what the site was serving at the refused send
         // (a cap of 7 read as 4 ran at 0.56 of the site's rate; 0.84 now).
-        this.#capUpTo = f - 1;
+        this.#capUpTo = fr - 1;
         this.#capSentAt = sentAt;
         this.#cut(now, false);
         this.#apply(knobs);
@@ -587,7 +593,7 @@ export class RampupController {
         this.#oneUntilAdmit(knobs, true);
         return this.#report(
           knobs,
-          `concurrency cap: refused with ${f} in flight, admitted with ${f - 1}${
+          `concurrency cap: refused with ${fr} in flight, admitted with ${fr - 1}${
             this.#capLimit < f - 1 ? `, seen serving ${this.#capLimit}` : ""
           }`,
         );

@@ -93,6 +93,20 @@ export class SendLog {
     return 0;
   }
 
+  /**
+   * The most in flight that an admitted send from `from` to `to` went with
+   * (0: none known). Sends a moment apart may reach the site in either
+   * order: a later one admitted with more in flight got there first.
+   */
+  admittedWithin(from: number, to: number): number {
+    const first = this.#firstAdmit;
+    if (first === undefined) return 0;
+    for (let k = ADMIT_F; k >= 1; k--) {
+      if (first[k]! >= from - SAME_INSTANT_MS && first[k]! <= to) return k;
+    }
+    return 0;
+  }
+
   /** Sends before `sentAt` (by more than an instant) whose answer has not been taken. */
   pendingBefore(sentAt: number): number {
     let n = 0;
@@ -156,5 +170,6 @@ export class SendLog {
       this.#at[j] = other.#at[i]!;
       this.#inFlight[j] = other.#inFlight[i]!;
     }
+    if (other.#firstAdmit !== undefined) this.#firstAdmit = other.#firstAdmit.slice();
   }
 }
