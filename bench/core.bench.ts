@@ -6,10 +6,10 @@
  * Every contender runs in its own `node --expose-gc` child process, once per
  * repetition, contenders interleaved, so heaps never mix and drift of the
  * machine hits all of them alike. In each child: a warm-up run (a tenth of
- * the work), the timed run, then a memory run (the same work with a forced GC
- * at the first result and every 10,000 results), then five steady-state runs
- * back to back with no forced GC before them (fewer once they took 3 s of
- * CPU).
+ * the work), the timed run, five steady-state runs right after it with no
+ * forced GC between (fewer once they took 3 s of CPU), then a memory run
+ * (the same work with a forced GC at the first result and every 10,000
+ * results).
  *
  * Run: `npm run bench -- core` or `node --expose-gc --import tsx bench/core.bench.ts
  * [--requests N] [--scopes N] [--reps N]`.
@@ -289,8 +289,8 @@ async function child(argv: readonly string[]): Promise<void> {
   const requests = makeRequests(n, scopes);
   await timed(entry.run, requests.slice(0, Math.max(1_000, Math.round(n / 10))), perScope, false);
   const t = await timed(entry.run, requests, perScope, false);
-  const m = await timed(entry.run, requests, perScope, true);
-  // Five runs, or fewer once they took 3 s of CPU (the slow contenders).
+  // Right after the timed run, before the memory run's forced GCs: five
+  // runs, or fewer once they took 3 s of CPU (the slow contenders).
   const steadyMs: number[] = [];
   let steadyTotal = 0;
   while (steadyMs.length < 5 && steadyTotal < 3_000) {
@@ -298,6 +298,7 @@ async function child(argv: readonly string[]): Promise<void> {
     steadyMs.push(ms);
     steadyTotal += ms;
   }
+  const m = await timed(entry.run, requests, perScope, true);
   const result: ChildResult = {
     name,
     requests: n,
@@ -395,7 +396,7 @@ async function parent(argv: readonly string[]): Promise<void> {
       "10,000 results, minus the heap before the run (the request objects themselves excluded). " +
       "Peak heap, garbage incl.: heap used sampled every 1,000 results in the timed run, no forced GC. " +
       "Requests/CPU s: per second of the process's CPU time in the timed run (GC threads included). " +
-      "Steady state: the same, median of five runs back to back after the others (fewer for a slow " +
+      "Steady state: the same, median of five runs right after the timed run (fewer for a slow " +
       "contender: 3 s of CPU), no forced GC before them " +
       "(the timed run follows forced GCs, after which V8 compiles the optimised code of the run before again). " +
       (names.includes("bottleneck")
