@@ -6,8 +6,10 @@
  * Every contender runs in its own `node --expose-gc` child process, once per
  * repetition, contenders interleaved, so heaps never mix and drift of the
  * machine hits all of them alike. In each child: a warm-up run (a tenth of
- * the work), the timed run, then a memory run (the same work with a forced GC
- * at the first result and every 10,000 results).
+ * the work), the timed run, five steady-state runs right after it with no
+ * forced GC between (fewer once they took 3 s of CPU), then a memory run
+ * (the same work with a forced GC at the first result and every 10,000
+ * results).
  *
  * Run: `npm run bench -- core` or `node --expose-gc --import tsx bench/core.bench.ts
  * [--requests N] [--scopes N] [--reps N]`.
@@ -218,6 +220,17 @@ interface ChildResult {
   readonly peakSampled: number;
   /** Memory run: highest heapUsed right after a forced GC (first result, then every 10,000), minus the baseline. */
   readonly peakLive: number;
+  /**
+   * Steady state: requests per CPU second, median of five runs back to back
+   * with no forced GC before them (fewer for a slow contender: 3 s of CPU).
+   * The timed run comes right after forced GCs, which free the objects of the
+   * warm-up's pipeline that optimised code refers to, so V8 throws that code
+   * away ("weak objects"): the timed run of a contender with much code (the
+   * gate: about 60 functions compiled again, 9 deoptimisations) includes
+   * compiling it again (docs/BENCHMARKS.md). A long crawl keeps its pipeline
+   * and its code.
+   */
+  readonly perCpuSecondSteady: number;
 }
 
 async function timed(
@@ -250,6 +263,22 @@ async function timed(
   return { ms, cpuMs: (cpu.user + cpu.system) / 1000, peak: peak - base };
 }
 
+/** CPU ms of one run, with no forced GC and no heap reading (see `ChildResult.perCpuSecondSteady`). */
+async function steadyRun(
+  run: Contender,
+  requests: readonly BenchRequest[],
+  perScope: number,
+): Promise<number> {
+  let count = 0;
+  const cpu0 = process.cpuUsage();
+  await run(requests, () => count++, perScope);
+  const cpu = process.cpuUsage(cpu0);
+  if (count !== requests.length) {
+    throw new Error(`got ${count} results for ${requests.length} requests`);
+  }
+  return (cpu.user + cpu.system) / 1000;
+}
+
 async function child(argv: readonly string[]): Promise<void> {
   const name = argValue(argv, "child")!;
   const entry = CONTENDERS[name];
@@ -260,6 +289,15 @@ async function child(argv: readonly string[]): Promise<void> {
   const requests = makeRequests(n, scopes);
   await timed(entry.run, requests.slice(0, Math.max(1_000, Math.round(n / 10))), perScope, false);
   const t = await timed(entry.run, requests, perScope, false);
+  // Right after the timed run, before the memory run's forced GCs: five
+  // runs, or fewer once they took 3 s of CPU (the slow contenders).
+  const steadyMs: number[] = [];
+  let steadyTotal = 0;
+  while (steadyMs.length < 5 && steadyTotal < 3_000) {
+    const ms = await steadyRun(entry.run, requests, perScope);
+    steadyMs.push(ms);
+    steadyTotal += ms;
+  }
   const m = await timed(entry.run, requests, perScope, true);
   const result: ChildResult = {
     name,
@@ -269,6 +307,7 @@ async function child(argv: readonly string[]): Promise<void> {
     perCpuSecond: n / (t.cpuMs / 1000),
     peakSampled: t.peak,
     peakLive: m.peak,
+    perCpuSecondSteady: n / (median(steadyMs) / 1000),
   };
   reportToParent(result);
 }
@@ -295,7 +334,7 @@ async function parent(argv: readonly string[]): Promise<void> {
       process.stderr.write(
         `core rep ${rep + 1}/${reps} ${name}: ${fmtInt(r.perSecond)} req/s, ${
           fmtInt(r.perCpuSecond)
-        } req/CPU s, live peak ${fmtMiB(r.peakLive)}\n`,
+        } req/CPU s (steady ${fmtInt(r.perCpuSecondSteady)}), live peak ${fmtMiB(r.peakLive)}\n`,
       );
     }
   }
@@ -306,6 +345,7 @@ async function parent(argv: readonly string[]): Promise<void> {
         requests: rs[0]!.requests,
         perSecond: median(rs.map((r) => r.perSecond)),
         perCpuSecond: median(rs.map((r) => r.perCpuSecond)),
+        perCpuSecondSteady: median(rs.map((r) => r.perCpuSecondSteady)),
         min: Math.min(...rs.map((r) => r.perSecond)),
         max: Math.max(...rs.map((r) => r.perSecond)),
         peakLive: median(rs.map((r) => r.peakLive)),
@@ -321,6 +361,7 @@ async function parent(argv: readonly string[]): Promise<void> {
       `${fmtInt(s.requests)}${scaled ? " (scaled)" : ""}`,
       fmtInt(s.perSecond),
       fmtInt(s.perCpuSecond),
+      fmtInt(s.perCpuSecondSteady),
       `${fmtInt(s.min)}–${fmtInt(s.max)}`,
       fmtMiB(s.peakLive),
       `${fmtInt(s.peakLive / s.requests)} B`,
@@ -340,6 +381,7 @@ async function parent(argv: readonly string[]): Promise<void> {
       "Requests",
       "Requests/s (median)",
       "Requests/CPU s (median)",
+      "Steady state, requests/CPU s",
       "Range (requests/s)",
       "Peak live heap",
       "Live heap / request",
@@ -354,6 +396,9 @@ async function parent(argv: readonly string[]): Promise<void> {
       "10,000 results, minus the heap before the run (the request objects themselves excluded). " +
       "Peak heap, garbage incl.: heap used sampled every 1,000 results in the timed run, no forced GC. " +
       "Requests/CPU s: per second of the process's CPU time in the timed run (GC threads included). " +
+      "Steady state: the same, median of five runs right after the timed run (fewer for a slow " +
+      "contender: 3 s of CPU), no forced GC before them " +
+      "(the timed run follows forced GCs, after which V8 compiles the optimised code of the run before again). " +
       (names.includes("bottleneck")
         ? `Bottleneck gets a tenth of the work (${
           fmtInt(summary.get("bottleneck")!.requests)
@@ -378,6 +423,7 @@ async function parent(argv: readonly string[]): Promise<void> {
     const speedPq = paired(tbs, pq, (r) => r.perSecond);
     const speedSem = sem === undefined ? undefined : paired(tbs, sem, (r) => r.perSecond);
     const cpuSem = sem === undefined ? undefined : paired(tbs, sem, (r) => r.perCpuSecond);
+    const steadySem = sem === undefined ? undefined : paired(tbs, sem, (r) => r.perCpuSecondSteady);
     const heapRx = paired(tbs, rx, (r) => r.peakLive);
     const heapRxSampled = paired(tbs, rx, (r) => r.peakSampled);
     const ok = (b: boolean) => (b ? "met" : "**missed**");
@@ -393,6 +439,10 @@ async function parent(argv: readonly string[]): Promise<void> {
         "the same by requests per CPU second",
         `${fmtFixed(cpuSem!)}x`,
         ok(cpuSem! >= 0.6),
+      ], [
+        "the same in steady state (per CPU second)",
+        `${fmtFixed(steadySem!)}x`,
+        ok(steadySem! >= 0.6),
       ]]),
       [
         "throttleByScope peak live heap ≤ 1.5x bare RxJS",
