@@ -85,6 +85,8 @@ async function child(argv: readonly string[]): Promise<void> {
       return real.acquire(...a);
     },
     release: (lease) => real.release(lease),
+    unpark: (id, scope) => real.unpark!(id, scope),
+    handed$: real.handed$!,
     renew: (lease) => real.renew(lease),
     publishBackoff: (m) => real.publishBackoff(m),
     messages$: real.messages$,
