@@ -6,7 +6,8 @@
  * `sharedDownload` on one Redis (127.0.0.1:$REDIS_PORT, 6390 by default).
  *
  * Per row: total requests/s of all processes, Redis round trips (commands the
- * stores sent), script calls and acquires (asked of the store) per request, the wait for a lease (p50/p99,
+ * stores sent), script calls, acquires (asked of the store) and hand-overs (leases a release took
+ * for a parked ask, started without asking again) per request, the wait for a lease (p50/p99,
  * from the local slot to the grant), client CPU per request, and failed
  * requests. Each process is its own `node --import tsx` child; they start
  * together at a time the parent gives them.
@@ -17,7 +18,7 @@
  */
 import process from "node:process";
 import { createClient } from "redis";
-import { from, lastValueFrom, toArray } from "rxjs";
+import { from, lastValueFrom, tap, toArray } from "rxjs";
 import {
   argValue,
   fmtFixed,
@@ -48,6 +49,7 @@ interface ChildResult {
   readonly commands: number;
   readonly scripts: number;
   readonly acquires: number;
+  readonly handed: number;
   readonly startedAt: number;
   readonly endedAt: number;
   readonly cpuMs: number;
@@ -76,6 +78,7 @@ async function child(argv: readonly string[]): Promise<void> {
   };
   const real = await createRedisScopes(counted, { prefix, processId: tag });
   let acquires = 0;
+  let handed = 0;
   const store: RedisScopes = {
     prefix: real.prefix,
     processId: real.processId,
@@ -85,6 +88,8 @@ async function child(argv: readonly string[]): Promise<void> {
       return real.acquire(...a);
     },
     release: (lease) => real.release(lease),
+    unpark: (id, scope) => real.unpark!(id, scope),
+    handed$: real.handed$!.pipe(tap(() => handed++)),
     renew: (lease) => real.renew(lease),
     publishBackoff: (m) => real.publishBackoff(m),
     messages$: real.messages$,
@@ -115,6 +120,7 @@ async function child(argv: readonly string[]): Promise<void> {
   const commandsBefore = commands;
   const scriptsBefore = scripts;
   const acquiresBefore = acquires;
+  const handedBefore = handed;
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, startAt - Date.now())));
   const cpu0 = process.cpuUsage();
   const startedAt = Date.now();
@@ -132,6 +138,7 @@ async function child(argv: readonly string[]): Promise<void> {
       commands: commands - commandsBefore,
       scripts: scripts - scriptsBefore,
       acquires: acquires - acquiresBefore,
+      handed: handed - handedBefore,
       startedAt,
       endedAt,
       cpuMs: (cpu.user + cpu.system) / 1000,
@@ -185,6 +192,7 @@ async function parent(argv: readonly string[]): Promise<void> {
       fmtFixed(results.reduce((s, r) => s + r.commands, 0) / total),
       fmtFixed(results.reduce((s, r) => s + r.scripts, 0) / total),
       fmtFixed(results.reduce((s, r) => s + r.acquires, 0) / total),
+      fmtFixed(results.reduce((s, r) => s + r.handed, 0) / total),
       fmtFixed(percentile(waits, 0.5), 1),
       fmtFixed(percentile(waits, 0.99), 1),
       fmtInt((results.reduce((s, r) => s + r.cpuMs, 0) * 1000) / total),
@@ -205,6 +213,7 @@ async function parent(argv: readonly string[]): Promise<void> {
       "round trips / request",
       "script calls / request",
       "acquires / request",
+      "hand-overs / request",
       "lease wait p50 ms",
       "p99 ms",
       "client CPU us / request",

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import {
   type AcquireResult,
   createRedisScopes,
+  type HandedLease,
   type RedisScopesClient,
   RedisScopesError,
   type ScopeLease,
@@ -132,6 +133,81 @@ describe("createRedisScopes()", () => {
     // A grant that leaves a free slot keeps no place.
     const roomy = [{ concurrency: 3, delayMs: 0 }];
     expect(await a!.store.acquire(["u"], roomy, { more: true })).toMatchObject({ queued: false });
+  });
+
+  it("createRedisScopes() hands a freed slot to the parked ask of the process whose turn it is, without a new ask", async () => {
+    const [a, b, c] = await redisProcesses(3);
+    const one = [{ concurrency: 1, delayMs: 0 }];
+    const held = leaseOf(await a!.store.acquire(["k"], one));
+    const parked = await b!.store.acquire(["k"], one, { park: true });
+    expect(parked).toMatchObject({ ok: false, full: true, parked: "p1:1" });
+    const handed: HandedLease[] = [];
+    b!.store.handed$!.subscribe((h) => handed.push(h));
+    const woken: string[] = [];
+    b!.store.released$.subscribe((s) => woken.push(...s));
+    await a!.store.release(held);
+    await until(() => handed.length === 1, "the hand-over");
+    expect(handed[0]).toMatchObject({ lease: { id: "p1:1", scopes: ["k"] }, parked: undefined });
+    expect(woken).toEqual([]); // handed, not woken to ask
+    // The slot is b's: nobody else gets it, a's own ask included.
+    expect(await c!.store.acquire(["k"], one)).toMatchObject({ ok: false, full: true });
+    expect(await a!.store.acquire(["k"], one)).toMatchObject({ ok: false, full: true });
+    // Asked again (its message lost, say), the parked lease is answered as granted.
+    expect(await b!.store.acquire(["k"], one, { park: true, lease: "p1:1" })).toMatchObject({
+      ok: true,
+      lease: { id: "p1:1" },
+      handed: true,
+    });
+    await b!.store.release(handed[0]!.lease);
+    expect((await c!.store.acquire(["k"], one)).ok).toBe(true);
+  });
+
+  it("createRedisScopes() parks the next ask of a process that wants more, and hands it the slot its turn brings", async () => {
+    const [a, b] = await redisProcesses(2);
+    const one = [{ concurrency: 1, delayMs: 0 }];
+    const first = await a!.store.acquire(["n"], one, { park: true, more: true });
+    expect(first).toMatchObject({ ok: true, queued: true });
+    const next = first.ok ? first.parked : undefined;
+    expect(next).toMatch(/^p0:h/);
+    const handed: HandedLease[] = [];
+    a!.store.handed$!.subscribe((h) => handed.push(h));
+    // a's own release hands the slot to a's parked ask (its turn: nobody waits ahead).
+    await a!.store.release(leaseOf(first));
+    expect(handed).toHaveLength(1);
+    expect(handed[0]!.lease).toMatchObject({ id: next, scopes: ["n"] });
+    // Bun's toMatchObject writes an asymmetric matcher over the value it matched: checked apart.
+    expect(handed[0]!.parked).toMatch(/^p0:h/); // queued again: its next ask parked
+    // b asks: behind a, whose next ask is parked again.
+    expect(await b!.store.acquire(["n"], one, { park: true })).toMatchObject({ ok: false });
+    const heardByB: HandedLease[] = [];
+    b!.store.handed$!.subscribe((h) => heardByB.push(h));
+    // a gives up what it parked: the slot it frees goes to b.
+    await a!.store.unpark!(handed[0]!.parked!, "n");
+    await a!.store.release(handed[0]!.lease);
+    await until(() => heardByB.length === 1, "b's hand-over");
+    expect(heardByB[0]).toMatchObject({ lease: { id: "p1:1" } });
+  });
+
+  it("createRedisScopes() gives up a parked ask and the lease a release handed it", async () => {
+    const [a, b] = await redisProcesses(2);
+    const one = [{ concurrency: 1, delayMs: 0 }];
+    const held = leaseOf(await a!.store.acquire(["z"], one));
+    const parked = await b!.store.acquire(["z"], one, { park: true });
+    if (parked.ok || parked.parked === undefined) throw new Error("expected a parked ask");
+    await a!.store.release(held); // handed to b's parked ask
+    const leases = `${a!.store.prefix}lease:z`;
+    expect(await a!.client.zRange(leases, 0, -1)).toEqual([parked.parked]);
+    await b!.store.unpark!(parked.parked, "z");
+    expect(await a!.client.zRange(leases, 0, -1)).toEqual([]);
+    expect(await a!.client.zRange(`${a!.store.prefix}queue:z`, 0, -1)).toEqual([]);
+    // Given up before any release: nothing is handed to it.
+    const again = await b!.store.acquire(["z"], one, { park: true });
+    expect(again.ok).toBe(true);
+    const other = await a!.store.acquire(["z"], one, { park: true });
+    if (other.ok || other.parked === undefined) throw new Error("expected a parked ask");
+    await a!.store.unpark!(other.parked, "z");
+    await b!.store.release(leaseOf(again));
+    expect(await a!.client.zRange(leases, 0, -1)).toEqual([]);
   });
 
   it("createRedisScopes() forgets a waiting process that stops asking once its patience is over", async () => {

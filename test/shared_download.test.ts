@@ -11,6 +11,7 @@ import {
   type AcquireOptions,
   type AcquireResult,
   createRedisScopes,
+  type HandedLease,
   type RedisScopes,
   type RedisScopesClient,
   RedisScopesError,
@@ -689,7 +690,9 @@ describe("sharedDownload()", () => {
           const reply = await client.sendCommand([...args]);
           // The first acquire runs in Redis (and is granted), but the client
           // gives up on it before the answer comes.
-          if (timedOut === 0 && args[0] === "EVALSHA" && args.includes("a")) {
+          if (
+            timedOut === 0 && args[0] === "EVALSHA" && (args.includes("a") || args.includes("p"))
+          ) {
             timedOut++;
             throw new TimeoutError();
           }
@@ -769,6 +772,82 @@ describe("sharedDownload()", () => {
     await a!.store.release(held.lease);
     const outcome = await done;
     expect(outcome.kind).toBe("response");
+  });
+
+  it("sharedDownload() starts a parked request on the slot a release hands over, without asking again", async () => {
+    const [a, b] = await redisProcesses(2);
+    const held = await a!.store.acquire(["hand.test"], [{ concurrency: 1, delayMs: 0 }]);
+    if (!held.ok) throw new Error("expected a lease");
+    const acquires: AcquireResult[] = [];
+    const store = b!.store;
+    const counted: RedisScopes = {
+      prefix: store.prefix,
+      processId: store.processId,
+      leaseMs: store.leaseMs,
+      acquire: async (...args) => {
+        const got = await store.acquire(...args);
+        acquires.push(got);
+        return got;
+      },
+      release: (lease) => store.release(lease),
+      unpark: (id, scope) => store.unpark!(id, scope),
+      handed$: store.handed$!,
+      renew: (lease) => store.renew(lease),
+      publishBackoff: (m) => store.publishBackoff(m),
+      messages$: store.messages$,
+      released$: store.released$,
+      close: () => store.close(),
+    };
+    const throttler = createThrottler({ concurrentRequestsPerDomain: 1 });
+    const leases: string[] = [];
+    const done = lastValueFrom(
+      from(["http://hand.test/1"]).pipe(
+        throttleByScope(
+          throttler,
+          sharedDownload(counted, throttler, (_url: string, ctx) => {
+            leases.push(ctx.lease.id);
+            return Promise.resolve(200);
+          }, { pollMs: 60_000 }),
+        ),
+      ),
+    );
+    await until(() => acquires.length === 1, "the refused ask");
+    expect(acquires[0]).toMatchObject({ ok: false, full: true, parked: "p1:1" });
+    await a!.store.release(held.lease);
+    expect((await done).kind).toBe("response");
+    expect(leases).toEqual(["p1:1"]); // the lease the release took for it
+    expect(acquires).toHaveLength(1);
+    await until(
+      async () => (await b!.client.zCard(`${b!.store.prefix}lease:hand.test`)) === 0,
+      "the lease given back",
+    );
+  });
+
+  it("sharedDownload() gives up a parked ask when unsubscribed: the slot goes to the next process", async () => {
+    const [a, b, c] = await redisProcesses(3);
+    const one = [{ concurrency: 1, delayMs: 0 }];
+    const held = await a!.store.acquire(["gone.test"], one);
+    if (!held.ok) throw new Error("expected a lease");
+    const throttler = createThrottler({ concurrentRequestsPerDomain: 1 });
+    const subscription = from(["http://gone.test/1"]).pipe(
+      throttleByScope(
+        throttler,
+        sharedDownload(b!.store, throttler, () => Promise.resolve(200), { pollMs: 60_000 }),
+      ),
+    ).subscribe();
+    const queue = `${a!.store.prefix}queue:gone.test`;
+    await until(async () => (await a!.client.zCard(queue)) === 1, "b's parked ask");
+    expect(await c!.store.acquire(["gone.test"], one, { park: true })).toMatchObject({
+      ok: false,
+      parked: "p2:1",
+    });
+    const toC: HandedLease[] = [];
+    c!.store.handed$!.subscribe((h) => toC.push(h));
+    subscription.unsubscribe();
+    await until(async () => (await a!.client.zRange(queue, 0, -1)).join() === "p2", "b gone");
+    await a!.store.release(held.lease);
+    await until(() => toC.length === 1, "c's hand-over");
+    expect(toC[0]!.lease.id).toBe("p2:1");
   });
 
   it("sharedDownload() turns a Redis failure into an error outcome with a RedisScopesError", async () => {

@@ -26,6 +26,7 @@ import { timerDelay } from "../util/_timer.ts";
 import {
   type AcquireOptions,
   type AcquireResult,
+  type HandedLease,
   type RedisScopes,
   RedisScopesError,
   type ScopeLease,
@@ -59,6 +60,32 @@ export class SharedDownloads<R, T> {
   /** What an asker tells `acquire`: with `more` when others of its line wait behind it. */
   readonly askOptions: AcquireOptions;
   readonly askMoreOptions: AcquireOptions;
+  /**
+   * The store parks asks (`AcquireOptions.park`): a release hands the slot
+   * to this process's parked ask in Redis, and the request starts on the
+   * message, without asking again.
+   */
+  readonly parking: boolean;
+  readonly parkOptions: AcquireOptions;
+  readonly parkMoreOptions: AcquireOptions;
+  /**
+   * The parked asks, by lease id, and one subscription to the leases handed
+   * to them, from the first park on: kept while none is parked, as a
+   * hand-over can come before the answer that says its ask was parked.
+   */
+  readonly #parked = new Map<string, SharedRequest<R, T>>();
+  #handed$: Subscription | undefined;
+  /**
+   * Hand-overs whose parked ask is not known here yet: the message comes on
+   * the subscriber connection and can overtake the answer (on the command
+   * connection) that says the ask was parked. Claimed when it is.
+   */
+  readonly #early = new Map<string, HandedLease>();
+  /**
+   * Parked asks given up, or answered by an ask again: a hand-over message
+   * that comes for one of them gives up the ask it parked in turn.
+   */
+  readonly #done = new Set<string>();
   /**
    * The asks in flight, each with its deadline, and one timer for the
    * soonest: a time-out timer per ask was a good part of a request's cost.
@@ -102,6 +129,76 @@ export class SharedDownloads<R, T> {
     this.patienceMs = pollMs + PATIENCE_MARGIN_MS;
     this.askOptions = { patienceMs: this.patienceMs };
     this.askMoreOptions = { patienceMs: this.patienceMs, more: true };
+    this.parking = scopes.handed$ !== undefined && scopes.unpark !== undefined;
+    this.parkOptions = { patienceMs: this.patienceMs, park: true };
+    this.parkMoreOptions = { patienceMs: this.patienceMs, more: true, park: true };
+  }
+
+  /**
+   * A release may hand `request` the lease `id` in Redis (see `parking`).
+   * A hand-over that came first is given to it at once (re-entrant: the
+   * request's `handed` runs inside this call; callers park last).
+   */
+  park(id: string, request: SharedRequest<R, T>): void {
+    const early = this.#early.get(id);
+    if (early !== undefined) {
+      this.#early.delete(id);
+      request.handed(early);
+      return;
+    }
+    this.#parked.set(id, request);
+    this.#handed$ ??= this.scopes.handed$!.subscribe((handed) => this.#handedOver(handed));
+  }
+
+  /** The parked ask `id` was granted by an ask again: its hand-over message may still come. */
+  answered(id: string): void {
+    this.forget(id);
+    remember(this.#done, id);
+  }
+
+  /** The parked ask `id` was answered otherwise (granted by an ask): no hand-over expected. */
+  forget(id: string): void {
+    this.#parked.delete(id);
+  }
+
+  /**
+   * Nobody here wants the parked ask `id` any more: undo it in Redis, with
+   * the lease a release may have handed it and the ask parked after that.
+   */
+  giveUp(id: string, scope: string): void {
+    this.forget(id);
+    remember(this.#done, id);
+    const early = this.#early.get(id);
+    if (early !== undefined) {
+      this.#early.delete(id);
+      if (early.parked !== undefined) this.giveUp(early.parked, scope);
+    }
+    let done: Promise<void>;
+    try {
+      done = this.scopes.unpark!(id, scope);
+    } catch (error) {
+      this.onError(RedisScopesError.from("release", [scope], error));
+      return;
+    }
+    done.catch((error) => this.onError(RedisScopesError.from("release", [scope], error)));
+  }
+
+  #handedOver(handed: HandedLease): void {
+    const id = handed.lease.id;
+    const request = this.#parked.get(id);
+    if (request !== undefined) {
+      this.forget(id);
+      request.handed(handed);
+      return;
+    }
+    if (this.#done.delete(id)) {
+      // Its request went (its unpark frees the lease), or was granted it by
+      // an ask again: nobody waits for the ask parked after it.
+      if (handed.parked !== undefined) this.giveUp(handed.parked, handed.lease.scopes[0]!);
+      return;
+    }
+    // Its ask's answer is on its way: claimed when the request parks.
+    remember(this.#early, id, handed);
   }
 
   /** The limits to ask Redis for: the throttler's own for each scope now, and the quotas' amounts. */
@@ -286,6 +383,18 @@ export class SharedDownloads<R, T> {
 
 type Amounts = readonly (number | undefined)[] | undefined;
 
+/**
+ * The most ids `SharedDownloads` keeps of hand-overs not claimed yet or asks
+ * given up (a lost message leaves one behind; Redis frees its lease anyway).
+ */
+const MAX_KEPT = 10_000;
+
+function remember<V>(kept: Set<string> | Map<string, V>, id: string, value?: V): void {
+  if (kept.size >= MAX_KEPT) kept.delete(kept.keys().next().value!);
+  if (kept instanceof Set) kept.add(id);
+  else kept.set(id, value!);
+}
+
 function alignAmounts(names: readonly string[], resolved: RequestScopes): Amounts {
   const given = resolved.amounts;
   if (given === undefined) return undefined;
@@ -343,6 +452,10 @@ export class SharedRequest<R, T> {
   /** This request is its line's asker. */
   #asking = false;
   #lease: ScopeLease | undefined;
+  /** The id of the last lease it was granted (a late answer granting it again is no second lease). */
+  #grantedId: string | undefined;
+  /** The id its ask is parked under in Redis (see `SharedDownloads.parking`). */
+  #parked: string | undefined;
   #closed = false;
   /** Counts the asks: an answer to an ask that is no longer the current one is late. */
   #ask = 0;
@@ -423,7 +536,7 @@ export class SharedRequest<R, T> {
    * release naming this process (or the poll), as a refused ask would, but
    * without the refusal's round trip.
    */
-  waitTurn(): void {
+  waitTurn(parked: string | undefined): void {
     this.#inLine = false;
     this.#asking = true;
     const shared = this.#shared;
@@ -431,6 +544,7 @@ export class SharedRequest<R, T> {
     this.#timer = shared.scheduler.schedule(() => this.#attempt(), shared.pollMs);
     this.#waitingRelease = true;
     shared.waitRelease(this, this.#names);
+    this.#takePark(parked); // last: a hand-over that came first starts it here
   }
 
   /** The line's asker failed: so does this request. */
@@ -439,21 +553,57 @@ export class SharedRequest<R, T> {
     this.#subscriber.error(error);
   }
 
-  /** Hand the asking to the next of the line (to wait its turn when `queued`), or close the line. */
-  #passOn(queued = false): void {
-    if (!this.#asking) return;
-    this.#asking = false;
+  /**
+   * Hand the asking to the next of the line (to wait its turn when `queued`),
+   * with the ask Redis parked for it, or close the line (and give the parked
+   * ask up).
+   */
+  #passOn(queued = false, parked?: string): void {
     const lines = this.#shared.lines;
-    const line = lines.get(this.#key);
-    if (line === undefined) return;
-    const next = line.values().next();
-    if (next.done === true) {
-      lines.delete(this.#key);
+    const line = this.#asking ? lines.get(this.#key) : undefined;
+    this.#asking = false;
+    const next = line?.values().next();
+    if (next === undefined || next.done === true) {
+      if (line !== undefined) lines.delete(this.#key);
+      if (parked !== undefined) this.#shared.giveUp(parked, this.#names[0]!);
       return;
     }
-    line.delete(next.value);
-    if (queued) next.value.waitTurn();
-    else next.value.ask();
+    line!.delete(next.value);
+    if (queued) next.value.waitTurn(parked);
+    else {
+      next.value.#parked = parked; // its ask asks again for the parked lease
+      next.value.ask();
+      next.value.#takePark(parked);
+    }
+  }
+
+  #takePark(parked: string | undefined): void {
+    if (parked === undefined) return;
+    this.#parked = parked;
+    this.#shared.park(parked, this);
+  }
+
+  /** Give its parked ask up (it goes, or failed). */
+  #unpark(): void {
+    const parked = this.#parked;
+    if (parked === undefined) return;
+    this.#parked = undefined;
+    this.#shared.giveUp(parked, this.#names[0]!);
+  }
+
+  /** A release took the lease for its parked ask in Redis: start, as on a grant. */
+  handed(handed: HandedLease): void {
+    this.#parked = undefined;
+    if (this.#closed || this.#lease !== undefined) {
+      this.#shared.postRelease(handed.lease);
+      if (handed.parked !== undefined) this.#shared.giveUp(handed.parked, this.#names[0]!);
+      return;
+    }
+    this.#cancel();
+    this.#lease = handed.lease;
+    this.#grantedId = handed.lease.id;
+    this.#passOn(handed.parked !== undefined, handed.parked);
+    this.#start();
   }
 
   /** Redis failed this line's asker: the requests waiting behind it fail with it. */
@@ -532,11 +682,14 @@ export class SharedRequest<R, T> {
     let answer: Promise<AcquireResult>;
     try {
       const line = shared.lines.get(this.#key);
-      answer = shared.scopes.acquire(
-        names,
-        shared.limitsOf(names, this.#amounts),
-        line !== undefined && line.size > 0 ? shared.askMoreOptions : shared.askOptions,
-      );
+      const more = line !== undefined && line.size > 0;
+      let options = more ? shared.askMoreOptions : shared.askOptions;
+      if (shared.parking && names.length === 1) {
+        options = more ? shared.parkMoreOptions : shared.parkOptions;
+        // Asked again: the parked lease, which a release may have handed it.
+        if (this.#parked !== undefined) options = { ...options, lease: this.#parked };
+      }
+      answer = shared.scopes.acquire(names, shared.limitsOf(names, this.#amounts), options);
     } catch (error) {
       answer = Promise.reject(error);
     }
@@ -544,14 +697,35 @@ export class SharedRequest<R, T> {
       (result) => {
         if (ask !== this.#ask || !this.#pending) {
           // A grant that comes after a time-out or an unsubscribe must still
-          // be given back, or its slot stays taken until the lease expires.
-          if (result.ok) shared.postRelease(result.lease);
+          // be given back, or its slot stays taken until the lease expires
+          // (unless it is the lease a release handed over meanwhile); so
+          // must an ask parked for nobody.
+          if (result.ok && result.lease.id !== this.#grantedId) {
+            shared.postRelease(result.lease);
+            if (result.parked !== undefined) shared.giveUp(result.parked, names[0]!);
+          } else if (
+            !result.ok && result.parked !== undefined && result.parked !== this.#parked &&
+            result.parked !== this.#grantedId
+          ) shared.giveUp(result.parked, names[0]!);
           return;
         }
         const woken = this.#wokenInFlight;
         this.#cancel();
-        if (!result.ok && result.full && result.waitMs <= 0 && woken) return this.#attempt();
-        this.#answered(result, woken);
+        let parked: string | undefined;
+        if (result.ok) {
+          if (this.#parked !== undefined) {
+            if (result.handed === true) shared.answered(this.#parked);
+            else shared.forget(this.#parked);
+          }
+          this.#parked = undefined;
+        } else if (result.parked !== undefined && result.parked !== this.#parked) {
+          parked = result.parked;
+          this.#parked = parked; // an ask again asks for it
+        }
+        if (!result.ok && result.full && result.waitMs <= 0 && woken) this.#attempt();
+        else this.#answered(result, woken);
+        // Last: a hand-over that overtook this answer starts the request here.
+        this.#takePark(parked);
       },
       (error) => {
         if (ask !== this.#ask || !this.#pending) return;
@@ -564,9 +738,10 @@ export class SharedRequest<R, T> {
   #answered(result: AcquireResult, woken: boolean): void {
     if (result.ok) {
       this.#lease = result.lease;
+      this.#grantedId = result.lease.id;
       // Queued by the grant: the next waits for its turn, unless a release
       // that named this process crossed the grant (it may be the turn).
-      this.#passOn(result.queued === true && !woken);
+      this.#passOn(result.queued === true && !woken, result.parked);
       this.#start();
       return;
     }
@@ -627,6 +802,7 @@ export class SharedRequest<R, T> {
         { cause: lastLost },
       )
       : error;
+    this.#unpark();
     this.#failLine(final);
     this.#subscriber.error(final);
   }
@@ -711,6 +887,7 @@ export class SharedRequest<R, T> {
     this.#closed = true;
     if (this.#inLine) this.#shared.lines.get(this.#key)?.delete(this);
     this.#inLine = false;
+    this.#unpark();
     this.#passOn();
     this.#cancel();
     this.#inner?.unsubscribe();

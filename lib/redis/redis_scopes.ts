@@ -128,6 +128,27 @@ export interface AcquireOptions {
    * @default false
    */
   readonly more?: boolean;
+  /**
+   * Park the ask in Redis when refused (one scope, no quota amount only): a
+   * release that owes this process a slot then takes the lease for it and
+   * says so on `handed$`, so the process need not ask again. The refusal
+   * answers the parked lease id (`parked`); ask again with it as `lease`
+   * (after a poll, or a lost message): a lease handed over meanwhile is
+   * answered as granted. Give a parked ask up with `unpark`. Asked with
+   * `more`, a grant (or hand-over) that queues the process parks its next
+   * ask at once (`parked` of the grant).
+   * @default false
+   */
+  readonly park?: boolean;
+  /** Ask again for this parked lease id (see `park`) instead of a new one. @default a new lease */
+  readonly lease?: string | undefined;
+}
+
+/** A lease a release took in Redis for this process's parked ask (see `AcquireOptions.park`). */
+export interface HandedLease {
+  readonly lease: ScopeLease;
+  /** The hand-over queued the process again: its next ask is parked under this id. */
+  readonly parked: string | undefined;
 }
 
 /** What `acquire` answers. */
@@ -137,6 +158,13 @@ export type AcquireResult =
     readonly lease: ScopeLease;
     /** Asked with `more`: the grant filled a scope, and the process now waits in its queue. */
     readonly queued?: boolean;
+    /** Asked with `park` and `more` and queued: the next ask, parked under this lease id. */
+    readonly parked?: string | undefined;
+    /**
+     * Asked again for a parked lease that a release had handed over: its
+     * message (on `handed$`, with the ask it parked in turn) may still come.
+     */
+    readonly handed?: boolean;
   }
   | {
     readonly ok: false;
@@ -148,6 +176,8 @@ export type AcquireResult =
      */
     readonly full: boolean;
     readonly expiresInMs: number | undefined;
+    /** Asked with `park`: the lease id the ask is parked under. */
+    readonly parked?: string | undefined;
   };
 
 /** A backoff another process saw, as it travels on the channel. */
@@ -185,6 +215,14 @@ export interface SharedReleaseMessage {
    * others leaves the scope out).
    */
   readonly next?: readonly string[];
+  /**
+   * Index for index with `next`, present when a release handed slots over:
+   * the lease id taken for that process's parked ask ('' for none), the id
+   * its next ask was parked under ('' for none), and the grant's server time.
+   */
+  readonly lease?: readonly string[];
+  readonly park?: readonly string[];
+  readonly at?: string;
 }
 
 /** Everything on the channel. */
@@ -280,6 +318,14 @@ export interface RedisScopes {
   ): Promise<AcquireResult>;
   /** Give a lease back (idempotent); tells the other processes. */
   release(lease: ScopeLease): Promise<void>;
+  /**
+   * Give a parked ask up (see `AcquireOptions.park`), with the lease a release
+   * may have handed it meanwhile and the ask that hand-over parked after it.
+   * Absent from stores that do not park.
+   */
+  unpark?(leaseId: string, scope: string): Promise<void>;
+  /** Leases handed to this process's parked asks by releases (see `AcquireOptions.park`). */
+  readonly handed$?: Observable<HandedLease>;
   /** Push a lease's expiry `leaseMs` further; `false` when it had already expired. */
   renew(lease: ScopeLease): Promise<boolean>;
   /**
@@ -332,9 +378,29 @@ end
  * Quota: the state hash's `qend` (the window's end) and `qused`; checked and
  * used in the same script as the lease, so processes share one window.
  */
-const ACQUIRE = `local function acquire(argv, first, n, stride, more)
-local id = pid .. ':' .. argv[first]
+const ACQUIRE = `-- A new lease id for a process's parked ask: one counter for the prefix, so
+-- ids differ across scopes (a process tells them apart by id alone); the
+-- second keeps ids apart after the counter's key expired.
+local function parkId(who)
+  local seq = redis.call('INCR', P .. 'seq')
+  extend(P .. 'seq', idleMs)
+  return who .. ':h' .. seq .. '.' .. t[1]
+end
+local function acquire(argv, first, n, stride, more, park)
+-- A lease number, or (asked again for a parked ask) the whole lease id.
+local id = argv[first]
+if not string.find(id, ':', 1, true) then id = pid .. ':' .. id end
 local patience = tonumber(argv[first + 1])
+local parks = P .. 'park:' .. argv[first + 2]
+if park then
+  local held = redis.call('ZSCORE', P .. 'lease:' .. argv[first + 2], id)
+  if held then
+    -- A release handed this parked ask its slot and the message has not come
+    -- (or was lost): answer the grant again, marked as handed over (the
+    -- message, when it comes, names the ask it parked in turn).
+    return {1, fmt(tonumber(held) - leaseMs), fmt(tonumber(held)), 0, '', 1}
+  end
+end
 local wait = 0
 local full = 0
 local expiry = -1
@@ -408,6 +474,14 @@ if full == 1 or wait > 0 then
       redis.call('ZREM', alive, pid)
     end
   end
+  if park then
+    -- Parked: a release that owes this process a slot takes the lease for it.
+    local m = 0
+    if more then m = 1 end
+    redis.call('HSET', parks, pid, cjson.encode({id, ks[1][6], ks[1][5], m, patience, leaseMs, ''}))
+    extend(parks, wait + patience + idleMs)
+    return {0, fmt(wait), full, fmt(expiry), id}
+  end
   return {0, fmt(wait), full, fmt(expiry)}
 end
 local expires = now + leaseMs
@@ -447,6 +521,16 @@ for i = 1, n do
   end
   extend(state, life + idleMs)
 end
+if park then
+  if queued == 1 then
+    -- The next request of its line is parked at once, under a new lease id.
+    local nid = parkId(pid)
+    redis.call('HSET', parks, pid, cjson.encode({nid, ks[1][6], ks[1][5], 1, patience, leaseMs, id}))
+    extend(parks, patience + idleMs)
+    return {1, fmt(now), fmt(expires), 1, nid}
+  end
+  redis.call('HDEL', parks, pid)
+end
 return {1, fmt(now), fmt(expires), queued}
 end
 `;
@@ -467,50 +551,130 @@ const BATCH = NOW + `local channel, pid, P = ARGV[1], ARGV[2], ARGV[3]
 local leaseMs, idleMs = tonumber(ARGV[4]), tonumber(ARGV[5])
 ` + ACQUIRE + `local a = 6
 local out = {}
-local released, nexts = {}, {}
+local released, nexts, lids, pids = {}, {}, {}, {}
+local handedAny = false
+local function emit(scope, who, h)
+  local r = #released + 1
+  released[r], nexts[r] = scope, who
+  if h then lids[r], pids[r] = h[1], h[2] else lids[r], pids[r] = '', '' end
+end
 while a <= #ARGV do
   local kind, n = ARGV[a], tonumber(ARGV[a + 1])
-  if kind == 'r' then
+  if kind == 'r' or kind == 'u' then
     -- The processes whose turn it is are named, so only they ask again: as
     -- many from the front of the queue as the scope has free slots, or its
-    -- head when it has none. Naming
-    -- only the head lost the turns of the others a free slot was owed to
-    -- until they polled.
+    -- head when it has none. Naming only the head lost the turns of the
+    -- others a free slot was owed to until they polled. A named process
+    -- with a parked ask (see acquire) is handed the slot here: the lease is
+    -- taken for it, and the message tells it so (no ask, no refusal).
+    -- 'u' gives up a parked ask (and the lease a release may have handed it).
     local lease = ARGV[a + 2]
     local heads = {}
+    local mine = {}
     for i = 1, n do
       local scope = ARGV[a + 2 + i]
       local leases, queue = P .. 'lease:' .. scope, P .. 'queue:' .. scope
-      redis.call('ZREM', leases, lease)
-      local named = redis.call('ZRANGE', queue, 0, 0)
+      local alive, state, parks = P .. 'alive:' .. scope, P .. 'state:' .. scope, P .. 'park:' .. scope
+      local gone = redis.call('ZREM', leases, lease)
+      local named = {}
+      if kind == 'u' then
+        local rec = redis.call('HGET', parks, pid)
+        if rec then
+          local f = cjson.decode(rec)
+          if f[1] == lease or f[7] == lease then
+            redis.call('HDEL', parks, pid)
+            redis.call('ZREM', queue, pid)
+            redis.call('ZREM', alive, pid)
+          end
+        end
+      end
+      if gone > 0 or kind == 'r' then named = redis.call('ZRANGE', queue, 0, 0) end
+      local handed = {}
       if #named > 0 then
         -- Its concurrency as the last refused process asked for it.
-        local conc = tonumber(redis.call('HGET', P .. 'state:' .. scope, 'conc') or '1')
+        local conc = tonumber(redis.call('HGET', state, 'conc') or '1')
         redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(now))
-        local free = conc - redis.call('ZCARD', leases)
+        local taken = redis.call('ZCARD', leases)
+        local free = conc - taken
         if free > 1 then named = redis.call('ZRANGE', queue, 0, free - 1) end
+        if free > 0 then
+          local recs = redis.call('HMGET', parks, unpack(named))
+          local s
+          local k = 0
+          for j = 1, #named do
+            if recs[j] then
+              -- {id, conc, delay, more, patience, lease ms, id it came after}
+              local f = cjson.decode(recs[j])
+              s = s or redis.call('HMGET', state, 'last', 'next', 'hold')
+              local at = 0
+              if s[1] then at = tonumber(s[1]) + f[3] end
+              if s[2] and tonumber(s[2]) > at then at = tonumber(s[2]) end
+              if s[3] and tonumber(s[3]) > at then at = tonumber(s[3]) end
+              -- Its own limits, as its ask would have been granted: the
+              -- processes named before it and not handed a slot come first.
+              if at <= now and taken + (j - 1 - k) < f[2] then
+                local who = named[j]
+                redis.call('ZADD', leases, fmt(now + f[6]), f[1])
+                extend(leases, f[6] + idleMs)
+                s[1], s[2] = fmt(now), fmt(now + f[3])
+                redis.call('HSET', state, 'last', s[1], 'next', s[2])
+                extend(state, f[3] + idleMs)
+                taken = taken + 1
+                k = k + 1
+                local nid = ''
+                if f[4] == 1 and taken >= f[2] then
+                  -- It wants more and this filled the scope: back of the
+                  -- queue, its next request parked under a new lease id.
+                  nid = parkId(who)
+                  redis.call('HSET', parks, who, cjson.encode({nid, f[2], f[3], 1, f[5], f[6], f[1]}))
+                  redis.call('HSET', state, 'conc', f[2])
+                  redis.call('ZADD', queue, fmt(now), who)
+                  redis.call('ZADD', alive, fmt(now + f[5]), who)
+                  extend(parks, f[5] + idleMs)
+                  extend(queue, f[5] + idleMs)
+                  extend(alive, f[5] + idleMs)
+                else
+                  redis.call('HDEL', parks, who)
+                  redis.call('ZREM', queue, who)
+                  redis.call('ZREM', alive, who)
+                end
+                handed[j] = {f[1], nid}
+                handedAny = true
+                if who == pid then
+                  mine[#mine + 1] = scope
+                  mine[#mine + 1] = f[1]
+                  mine[#mine + 1] = nid
+                end
+              end
+            end
+          end
+        end
       end
       local head = named[1] or ''
       for j = 2, #named do
         if named[j] == pid then head = pid end
-        released[#released + 1] = scope
-        nexts[#nexts + 1] = named[j]
+        emit(scope, named[j], handed[j])
       end
+      -- The head last ('' when none waits).
+      emit(scope, named[1] or '', handed[1])
       heads[i] = head
-      released[#released + 1] = scope
-      nexts[#nexts + 1] = named[1] or ''
     end
-    out[#out + 1] = heads
+    if #mine > 0 then out[#out + 1] = {heads, fmt(now), mine} else out[#out + 1] = heads end
     a = a + 3 + n
   else
     local stride = 3
     if kind == 'q' or kind == 'Q' then stride = 6 end
-    out[#out + 1] = acquire(ARGV, a + 2, n, stride, kind == 'A' or kind == 'Q')
+    local more = kind == 'A' or kind == 'Q' or kind == 'P'
+    out[#out + 1] = acquire(ARGV, a + 2, n, stride, more, kind == 'p' or kind == 'P')
     a = a + 4 + stride * n
   end
 end
 if #released > 0 then
-  redis.call('PUBLISH', channel, cjson.encode({type = 'release', from = pid, scopes = released, next = nexts}))
+  local m = {type = 'release', from = pid, scopes = released, next = nexts}
+  if handedAny then
+    m.lease, m.park, m.at = lids, pids, fmt(now)
+  end
+  redis.call('PUBLISH', channel, cjson.encode(m))
 end
 return out
 `;
@@ -631,6 +795,7 @@ class RedisScopesStore implements RedisScopes {
   readonly #shas = new Map<ScriptName, string>();
   readonly #messages = new Subject<SharedMessage>();
   readonly #released = new Subject<readonly string[]>();
+  readonly #handed = new Subject<HandedLease>();
   #subscriber: RedisScopesSubscriber | undefined;
   /** This turn's acquires and releases, not sent yet. */
   #batch: Batch | undefined;
@@ -640,6 +805,7 @@ class RedisScopesStore implements RedisScopes {
 
   readonly messages$: Observable<SharedMessage> = this.#messages.asObservable();
   readonly released$: Observable<readonly string[]> = this.#released.asObservable();
+  readonly handed$: Observable<HandedLease> = this.#handed.asObservable();
 
   constructor(
     client: RedisScopesClient,
@@ -693,7 +859,18 @@ class RedisScopesStore implements RedisScopes {
     }
     if (typeof message !== "object" || message === null || message.from === this.processId) return;
     if (message.type === "release" && Array.isArray(message.scopes)) {
-      const wake = this.#myTurn(message.scopes, message.next);
+      const { scopes, next, lease } = message;
+      let handed: boolean[] | undefined;
+      if (Array.isArray(lease) && Array.isArray(next)) {
+        for (let i = 0; i < scopes.length; i++) {
+          if (next[i] !== this.processId || typeof lease[i] !== "string" || lease[i] === "") {
+            continue;
+          }
+          (handed ??= [])[i] = true;
+          this.#hand(scopes[i]!, lease[i]!, message.park?.[i], message.at);
+        }
+      }
+      const wake = this.#myTurn(scopes, next, handed);
       if (wake.length > 0) this.#released.next(wake);
       this.#messages.next(message);
     } else if (message.type === "backoff" && typeof message.scope === "string") {
@@ -707,11 +884,26 @@ class RedisScopesStore implements RedisScopes {
    * is what the release script answered (per scope, the process first in the
    * queue, '' for none); anything else wakes every scope.
    */
-  #myTurn(scopes: readonly string[], heads: unknown): readonly string[] {
+  #myTurn(
+    scopes: readonly string[],
+    heads: unknown,
+    handed?: readonly boolean[],
+  ): readonly string[] {
     if (!Array.isArray(heads)) return scopes;
     return scopes.filter((_, i) => {
+      // Handed over: the parked ask has its lease, nothing to ask.
+      if (handed?.[i] === true) return false;
       const head: unknown = heads[i];
       return typeof head !== "string" || head === "" || head === this.processId;
+    });
+  }
+
+  /** A release took a lease for this process's parked ask of `scope`. */
+  #hand(scope: string, id: string, parked: unknown, at: unknown): void {
+    const grantedAt = Number(at);
+    this.#handed.next({
+      lease: { id, scopes: [scope], grantedAt, expiresAt: grantedAt + this.leaseMs },
+      parked: typeof parked === "string" && parked !== "" ? parked : undefined,
     });
   }
 
@@ -751,9 +943,9 @@ class RedisScopesStore implements RedisScopes {
     return new Promise((resolve, reject) => into.push({ leaseId, scopes, resolve, reject }));
   }
 
-  #enqueueRelease(leaseId: string, scopes: readonly string[]): Promise<unknown> {
+  #enqueueRelease(leaseId: string, scopes: readonly string[], kind = "r"): Promise<unknown> {
     const batch = this.#openBatch();
-    batch.releaseArgs.push("r", String(scopes.length), leaseId, ...scopes);
+    batch.releaseArgs.push(kind, String(scopes.length), leaseId, ...scopes);
     return this.#add(batch, batch.releases, leaseId, scopes);
   }
 
@@ -835,10 +1027,11 @@ class RedisScopesStore implements RedisScopes {
       }
       if (quota.amount > 0) quotas = true;
     }
-    const number = String(++this.#leases);
+    const again = options.lease;
+    const number = again ?? String(++this.#leases);
     const batch = this.#openBatch();
     const args = batch.acquireArgs;
-    const kind = quotas ? "q" : "a";
+    const kind = quotas ? "q" : options.park === true && scopes.length === 1 ? "p" : "a";
     args.push(
       options.more === true ? kind.toUpperCase() : kind,
       String(scopes.length),
@@ -852,7 +1045,7 @@ class RedisScopesStore implements RedisScopes {
       if (quota === undefined || quota.amount === 0) args.push("0", "0", "0");
       else args.push(String(quota.limit), String(quota.windowMs), String(quota.amount));
     }
-    const leaseId = `${this.processId}:${number}`;
+    const leaseId = again ?? `${this.processId}:${number}`;
     let reply: unknown;
     try {
       reply = await this.#add(batch, batch.acquires, leaseId, scopes);
@@ -870,6 +1063,8 @@ class RedisScopesStore implements RedisScopes {
           expiresAt: Number(r[2]),
         },
         queued: Number(r[3]) === 1,
+        parked: r[4] !== undefined && r[4] !== "" ? String(r[4]) : undefined,
+        handed: Number(r[5]) === 1,
       };
     }
     const expiry = Number(r[3]);
@@ -878,17 +1073,49 @@ class RedisScopesStore implements RedisScopes {
       waitMs: Number(r[1]),
       full: Number(r[2]) === 1,
       expiresInMs: expiry >= 0 ? expiry : undefined,
+      parked: r[4] !== undefined ? String(r[4]) : undefined,
     };
   }
 
   async release(lease: ScopeLease): Promise<void> {
-    let heads: unknown;
+    let reply: unknown;
     try {
-      heads = await this.#enqueueRelease(lease.id, lease.scopes);
+      reply = await this.#enqueueRelease(lease.id, lease.scopes);
     } catch (error) {
       throw RedisScopesError.from("release", lease.scopes, error);
     }
-    const wake = this.#myTurn(lease.scopes, heads);
+    this.#afterRelease(lease.scopes, reply);
+  }
+
+  async unpark(leaseId: string, scope: string): Promise<void> {
+    const scopes = [scope];
+    let reply: unknown;
+    try {
+      reply = await this.#enqueueRelease(leaseId, scopes, "u");
+    } catch (error) {
+      throw RedisScopesError.from("release", scopes, error);
+    }
+    this.#afterRelease(scopes, reply);
+  }
+
+  /**
+   * A release's reply: per scope the process whose turn it is, and, when it
+   * handed a slot to this process's own parked ask, `[heads, at, mine]`
+   * (`mine`: scope, lease id, parked id, for each).
+   */
+  #afterRelease(scopes: readonly string[], reply: unknown): void {
+    let heads = reply;
+    let handed: boolean[] | undefined;
+    if (Array.isArray(reply) && Array.isArray(reply[0])) {
+      heads = reply[0];
+      const mine = reply[2] as readonly string[];
+      for (let i = 0; i + 2 < mine.length; i += 3) {
+        const k = scopes.indexOf(mine[i]!);
+        if (k >= 0) (handed ??= [])[k] = true;
+        this.#hand(mine[i]!, mine[i + 1]!, mine[i + 2], reply[1]);
+      }
+    }
+    const wake = this.#myTurn(scopes, heads, handed);
     if (wake.length > 0) this.#released.next(wake);
   }
 
@@ -933,6 +1160,7 @@ class RedisScopesStore implements RedisScopes {
     this.#subscriber = undefined;
     this.#messages.complete();
     this.#released.complete();
+    this.#handed.complete();
     if (sub === undefined) return;
     try {
       await sub.close();
