@@ -11,6 +11,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Budget, Limiter } from "./limiters.ts";
+import { seededRandom } from "../../lib/sim/zoo_random.ts";
 
 /** How a refusal says when to come back. */
 export type RetryAfter =
@@ -86,17 +87,11 @@ export function epochNow(): number {
   return performance.timeOrigin + performance.now();
 }
 
-/** A small seeded generator (mulberry32), for reproducible latencies. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/**
+ * A small seeded generator (mulberry32), for reproducible latencies: the
+ * zoo's, a neutral source (the limiters here share no code with the zoo's).
+ */
+export const seeded: (seed: number) => () => number = seededRandom;
 
 /** The latency of a page admitted while `active` pages (itself included) are in service. */
 export function latencyMs(l: Latency, active: number, random: () => number): number {
