@@ -574,8 +574,8 @@ export class RampupController {
         // flight among them (they hold no slot at the site): the most it saw
         // admitted at once bounds the cap (a cap of 8 read as 11 otherwise).
         // Sends a moment after the refused one may have reached the site
-        // first (a real network reorders them): the most in flight among
-        // them was what the site refused at.
+        // first (a real network reorders them): one of them admitted with
+        // more in flight was counted before the refused one.
         const fr = Math.max(f, this.#sends.admittedWithin(sentAt, sentAt + REORDER_MS));
         this.#capLimit = this.limits.mode === "rampup" ? this.#capBelow(now, fr, sentAt) : fr - 1;
         // What the site was seen serving at once counts only answers already
@@ -594,7 +594,7 @@ export class RampupController {
         return this.#report(
           knobs,
           `concurrency cap: refused with ${fr} in flight, admitted with ${fr - 1}${
-            this.#capLimit < f - 1 ? `, seen serving ${this.#capLimit}` : ""
+            this.#capLimit < fr - 1 ? `, seen serving ${this.#capLimit}` : ""
           }`,
         );
       } else if (f === 1) {

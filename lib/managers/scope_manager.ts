@@ -1009,10 +1009,12 @@ class AnnouncedWindow {
    * seconds, so a 1 s window whose reset is told as the next whole second
    * reads as 2 s, and a hold until the told reset waits up to a second too
    * long each window (an express-rate-limit `X-RateLimit-Reset` epoch on a
-   * 10 per second window ran at half its rate). Between the longest length
-   * refused early and the shortest admitted (a second below the told
-   * window at first), the hold tries the middle: ended by the sends (see
-   * `freedBy`), a try costs at most one refusal and halves what is unknown.
+   * 10 per second window ran at half its rate). Windows are mostly whole
+   * seconds, so the hold tries a window a second shorter than told, once,
+   * ended by the scope's own sends (see `freedBy`): the first send after it
+   * decides (`triedOut`). Admitted, that length holds from then on; refused
+   * (at most one refusal, an explained hold), the told resets were on time
+   * and are waited out from then on.
    */
   windowToTry(): number {
     const hi = Math.min(this.windowMs, this.#windowHi);
