@@ -1021,14 +1021,15 @@ class AnnouncedWindow {
     if (!this.epochResets || this.windowSaid || !(hi <= WINDOW_TRIED_UP_TO_MS)) return hi;
     // Found, or the try refused (the told resets were on time: a window
     // that begins on a whole second).
-    if (this.#windowHi < Infinity || this.#windowLo > 0) return hi;
+    if (this.#windowHi < Infinity || this.#tryRefused) return hi;
     // Windows are mostly whole seconds: a second below the told one.
     return this.windowMs > 1_000 ? this.windowMs - 1_000 : hi;
   }
 
   /** A hold ends at `until`, before the told reset, trying a window of `windowMs`. */
   trying(windowMs: number, until: number): void {
-    if (windowMs < this.windowMs) {
+    // Only the one try: a length found or refused is settled.
+    if (windowMs < this.windowMs && this.#windowHi === Infinity && !this.#tryRefused) {
       this.#tried = windowMs;
       this.#triedUntil = until;
     }
@@ -1043,8 +1044,8 @@ class AnnouncedWindow {
     // Sent later than the try's hold (a Retry-After held it longer): the
     // length it tried, as long again as the send was late.
     const tried = this.#tried + (sentAt - this.#triedUntil);
-    if (remaining >= 1) this.#windowHi = Math.min(this.#windowHi, tried);
-    else this.#windowLo = Math.max(this.#windowLo, tried);
+    if (remaining >= 1) this.#windowHi = tried;
+    else this.#tryRefused = true;
     this.#tried = Number.NaN;
   }
 
@@ -1063,10 +1064,10 @@ class AnnouncedWindow {
 
   #windowFirstSent = Number.NaN;
 
-  /** The shortest window length a try found admitted (Infinity: none). */
+  /** The window length the try found admitted (Infinity: none). */
   #windowHi = Infinity;
-  /** The longest window length a try found refused (0: none). */
-  #windowLo = 0;
+  /** The try was refused: the told resets were on time. */
+  #tryRefused = false;
   /** The length the pending try holds for (NaN: none), and when its hold ends. */
   #tried = Number.NaN;
   #triedUntil = Number.NaN;

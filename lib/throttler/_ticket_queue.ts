@@ -148,7 +148,10 @@ export class TicketQueue {
 
   /** Move the first ticket to the end of `other`. */
   moveHeadTo(other: TicketQueue): void {
-    other.push(this.headOwner(), this.headRequest(), this.headAttempt(), this.headClaims());
+    const rest = this.#headRest();
+    const request = this.headRequest();
+    if (rest instanceof Ticket) other.push(rest.owner, request, rest.attempt, rest.claims);
+    else other.push(this.#owner!, request, 1, rest as RequestScopes);
     this.shift();
   }
 
@@ -191,13 +194,10 @@ export class TicketQueue {
     const size = this.#size;
     while (this.#size > 0) {
       const rest = this.#headRest();
-      if ((rest instanceof Ticket ? rest.owner : common) !== owner) {
-        kept.push(
-          rest instanceof Ticket ? rest.owner : common,
-          this.headRequest(),
-          rest instanceof Ticket ? rest.attempt : 1,
-          rest instanceof Ticket ? rest.claims : rest,
-        );
+      const ticket = rest instanceof Ticket ? rest : undefined;
+      const of = ticket !== undefined ? ticket.owner : common;
+      if (of !== owner) {
+        kept.push(of, this.headRequest(), ticket?.attempt ?? 1, ticket?.claims ?? rest);
       }
       this.shift();
     }
