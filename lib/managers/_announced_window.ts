@@ -1,0 +1,465 @@
+/**
+ * A rate-limit budget as the scope keeps it: announced in headers (a
+ * remaining count until a reset, a limit per window) or told by the server's
+ * holds (a quota inferred by `_rampup.ts`), paced over the time to its reset
+ * and rolled on window by window. Pure: every method takes `now`.
+ *
+ * Size: one window whose rules (pacing, rolling, the inferred quota's
+ * growth and probes, the epoch-reset try) read and write the same state.
+ *
+ * @module
+ */
+import type { ScopeState } from "./scope_manager_protocol.ts";
+
+/**
+ * A budget announced in rate-limit headers, paced: `left` requests may go
+ * before `resetAt`, one per `gapMs` after the last. At the reset a learned
+ * quota (limit and window) opens the next window; without one the scope is
+ * free again until a response announces more.
+ * @internal
+ */
+export class AnnouncedWindow {
+  /** The learned quota: requests per window (NaN: not announced). */
+  limit = Number.NaN;
+  /** Its window, ms (NaN: not announced). */
+  windowMs = Number.NaN;
+  /** End of the budget in force (NaN: none). */
+  resetAt = Number.NaN;
+  /** Requests that may still go before `resetAt`. */
+  left = 0;
+  gapMs = 0;
+  lastSentAt = -Infinity;
+  /** The remaining count last announced (Infinity: a new window began). */
+  lastRemaining = Infinity;
+  /** Whether the quota was told by the server's holds, not announced in headers. */
+  inferred = false;
+  /** An inferred quota's window as told by the holds (its probes stay within a factor of 2). */
+  toldWindowMs = 0;
+  /** The longest inferred window that was refused early (shorter ones are too short too). */
+  tooShortMs = 0;
+  /** Refusals before this time were answered for by the last correction. */
+  shrunkUntil = 0;
+  /** The length of the inferred window in force (`windowMs` is the next one's). */
+  currentWindowMs = 0;
+  /** The length of the window that ended when the one in force began. */
+  endedWindowMs = 0;
+  /** Inferred windows since the last refusal within one. */
+  quietWindows = 0;
+  /** Quiet inferred windows before the quota tries one more. */
+  growthWindows = INFERRED_GROWTH_WINDOWS;
+  /** The window in force is the first to try one more. */
+  tryingMore = false;
+  /** The share the next quiet window shortens the inferred window by. */
+  shrinkStep = INFERRED_STEP;
+  /** Quiet windows at the floor (half the told window), none refused early. */
+  atFloor = 0;
+  /**
+   * From when the holds are known to have told no window (NaN: not known):
+   * quiet for INFERRED_OUTGROWN windows at half the told window, or a probe
+   * admitted (see `probe`). The manager then hands the scope back to its
+   * controller.
+   */
+  outgrownAt = Number.NaN;
+  /**
+   * The probe of a quota told by holds: up to half the quota more, half way
+   * through its first window, at the quota's pace ("due" until that window
+   * opens, "armed" in it, "on" from the first extra send until a refusal or
+   * enough admits, or the window after; then "done").
+   */
+  probe: "due" | "armed" | "on" | "done" = "done";
+  /** When the armed probe may go. */
+  probeAt = Number.NaN;
+  /** The probe's sends went from this time until `probeUntil` (the end of its window). */
+  probeFrom = Number.NaN;
+  probeUntil = Number.NaN;
+  /** Extra sends admitted so far, and how many tell that the holds told no window. */
+  probeAdmits = 0;
+  probeNeed = 0;
+
+  /**
+   * A quota of `limit` per `windowMs` told by the server's holds (not
+   * announced): nothing until `resetAt`, the hold's end, then bursts of
+   * `limit` (see `#roll`).
+   */
+  infer(now: number, limit: number, windowMs: number, resetAt: number): void {
+    this.inferred = true;
+    this.limit = limit;
+    this.windowMs = windowMs;
+    this.toldWindowMs = windowMs;
+    this.tooShortMs = 0;
+    this.quietWindows = 0;
+    this.shrinkStep = INFERRED_STEP;
+    this.atFloor = 0;
+    this.currentWindowMs = windowMs;
+    this.endedWindowMs = windowMs;
+    this.probe = "due";
+    // Refusals of requests in flight at this one were told already.
+    this.shrunkUntil = resetAt;
+    this.start(now, resetAt, 0);
+  }
+
+  /**
+   * Held until `holdEnd` by a refusal within an inferred quota. Late in the
+   * window (more than half the quota sent): the quota is one less. Early:
+   * the site's window had not reset yet, so this window is too short (and
+   * any shorter one), and it lengthens back, at least half way to the told
+   * window. Either way the next window starts at the hold's end, in step
+   * with the site's.
+   */
+  refusedWithin(now: number, holdEnd: number): void {
+    const sent = this.limit - Math.max(0, this.left);
+    if (sent > this.limit / 2) {
+      // Refused in the window that tried one more: the next try waits twice
+      // as many windows (each costs a hold).
+      if (this.tryingMore) {
+        this.growthWindows = Math.min(INFERRED_GROWTH_MAX, 2 * this.growthWindows);
+      }
+      this.limit = Math.max(1, this.limit - 1);
+    } else {
+      // The window that ended when this one began was too short: this one
+      // began before the site's had reset.
+      const w = this.endedWindowMs;
+      this.tooShortMs = Math.max(this.tooShortMs, w);
+      // Back at least half way to the told window: creeping up 1% per
+      // refusal from far below it cost a refusal every other window.
+      this.windowMs = Math.min(
+        this.toldWindowMs * 2,
+        Math.max(w / (1 - INFERRED_STEP) ** 2, (this.tooShortMs + this.toldWindowMs) / 2),
+      );
+    }
+    this.quietWindows = 0;
+    this.shrinkStep = INFERRED_STEP;
+    this.atFloor = 0;
+    this.start(now, holdEnd, 0);
+    this.currentWindowMs = this.windowMs;
+    this.endedWindowMs = this.windowMs;
+    this.shrunkUntil = holdEnd;
+  }
+  /** When the latest-sent announcing request so far went. */
+  #lastSentAt = -Infinity;
+
+  /**
+   * Whether a request sent after `sentAt` was answered already: answers
+   * whose latencies vary come out of order, and an older one's remaining,
+   * higher than the last one's, read as a new window (a fixed window of 17
+   * per second at 133 ms ± 50% was held through every other window: 0.77,
+   * 13 refused; 0.91 and none now).
+   */
+  answeredBefore(sentAt: number): boolean {
+    return sentAt < this.#lastSentAt;
+  }
+
+  /** An announcing request sent at `sentAt` was answered, in order. */
+  sentAt(sentAt: number): void {
+    this.#lastSentAt = sentAt;
+  }
+
+  /** Whether `windowMs` was announced (a policy's `w`) rather than inferred from resets. */
+  windowSaid = false;
+  /** Whether resets came as epoch times in whole seconds (see `windowToTry`). */
+  epochResets = false;
+
+  /**
+   * The reset to believe for an announcement of `resetAt` with `remaining`
+   * left: the one in force when both tell the same reset. Servers round
+   * resets up to whole seconds and count from when the request arrived, so
+   * each announcement is a bound late by up to a second plus the latency; of
+   * two bounds of one reset the earlier is the tighter. Two announcements
+   * tell the same reset when they are less than a second (or a window)
+   * apart and the budget did not grow in between (a new window's does).
+   */
+  sameReset(now: number, resetAt: number, remaining: number): number {
+    const current = this.resetAt;
+    // A reset rolled on from the last one by the window is a guess, not a
+    // bound: a window that begins at its first request (most per-client
+    // limiters) begins after that, and later each time.
+    const same = !this.#rolled && now < current && resetAt >= current &&
+      remaining <= this.lastRemaining &&
+      resetAt - current < (this.windowMs < 1_000 ? this.windowMs : 1_000);
+    this.#rolled = false;
+    this.lastRemaining = remaining;
+    return same ? current : resetAt;
+  }
+
+  /**
+   * A budget of `left` requests until `resetAt`, spread over the first
+   * ANNOUNCED_SPREAD of the time left. A learned quota's next windows (see
+   * `#roll`) go at the quota's own rate until a response announces again.
+   */
+  start(now: number, resetAt: number, left: number): void {
+    this.resetAt = resetAt;
+    this.left = left;
+    let gap = left > 0 ? (resetAt - now) / left : 0;
+    // A quota's own rate is never too fast: a token bucket announces the time
+    // until it is full as its reset, in which it refills more than `left`.
+    const rate = this.windowMs / this.limit;
+    if (rate < gap) gap = rate;
+    this.gapMs = gap * ANNOUNCED_SPREAD;
+  }
+
+  /** Whether `resetAt` was rolled on by `#roll` since the last announcement. */
+  #rolled = false;
+
+  /** Past the reset: the learned quota's next window, or nothing in force. */
+  #roll(now: number): void {
+    const w = this.windowMs;
+    if (w > 0 && this.limit >= 1) {
+      const windows = Math.floor((now - this.resetAt) / w) + 1;
+      this.resetAt += windows * w;
+      this.#rolled = true;
+      if (this.inferred) {
+        if (this.probe === "due") {
+          // A window admits nothing past its quota until it resets (a few
+          // more where the quota was told short); holds that told no window
+          // (the same Retry-After whatever the wait) admit half a quota more
+          // half way through.
+          this.probe = "armed";
+          this.probeAt = this.resetAt - w + this.toldWindowMs / 2;
+          this.probeUntil = this.resetAt;
+        } else if (this.probe === "armed" || (this.probe === "on" && now >= this.probeUntil + w)) {
+          this.probe = "done";
+        }
+        this.endedWindowMs = this.currentWindowMs;
+        this.currentWindowMs = w;
+        // A quota told by holds may be short (in flight at a refusal): one
+        // more after so many windows without a refusal.
+        this.tryingMore = ++this.quietWindows % this.growthWindows === 0;
+        if (this.tryingMore) this.limit++;
+        // A window told by holds may be long (holds end on whole seconds):
+        // each window that ended without a refusal tries a shorter one.
+        const floor = this.toldWindowMs / 2;
+        this.windowMs = Math.max(
+          floor,
+          this.tooShortMs * (1 + INFERRED_STEP / 3),
+          w * (1 - this.shrinkStep),
+        );
+        if (this.tooShortMs === 0) {
+          // No window was refused early yet: the holds may be far longer
+          // than the site's window (a Retry-After that is the same whatever
+          // the time to the reset), and the steps grow. A window's own
+          // Retry-After refuses the first step below it at once.
+          this.shrinkStep = Math.min(INFERRED_STEP_MAX, this.shrinkStep * 2);
+          if (w <= floor && ++this.atFloor >= INFERRED_OUTGROWN) this.outgrownAt = now;
+        }
+      }
+      const limit = this.limit;
+      this.left = limit;
+      this.lastRemaining = Infinity;
+      // A quota told by holds goes in bursts like the ones the site took.
+      this.gapMs = (this.inferred ? ANNOUNCED_SPREAD : 1) * (w / limit);
+    } else {
+      this.resetAt = Number.NaN;
+    }
+  }
+
+  waitMs(now: number): number {
+    if (!(now < this.resetAt)) {
+      if (Number.isNaN(this.resetAt)) return 0;
+      this.#roll(now);
+      if (Number.isNaN(this.resetAt)) return 0;
+    }
+    if (this.left <= 0 && this.probe === "armed") {
+      if (!(now >= this.probeAt)) return Math.min(this.resetAt, this.probeAt) - now;
+      this.#startProbe(now);
+    }
+    return this.left <= 0 ? this.resetAt - now : this.lastSentAt + this.gapMs - now;
+  }
+
+  /**
+   * The rate a quota whose holds told no window leaves off at: its own at
+   * the floor (half the told window), or twice the told one after a probe
+   * admitted half a quota more half way through a window.
+   */
+  leaveRate(): number {
+    return this.probed
+      ? (2 * this.limit * 1000) / this.toldWindowMs
+      : (this.limit * 1000) / this.windowMs;
+  }
+
+  /** Whether a probe (see `probe`) said the holds told no window. */
+  get probed(): boolean {
+    return this.probeNeed > 0 && this.probeAdmits >= this.probeNeed;
+  }
+
+  #startProbe(now: number): void {
+    this.probe = "on";
+    this.probeFrom = now;
+    this.probeAdmits = 0;
+    this.probeNeed = Math.ceil(this.limit / 2);
+    // One at a time: a window refuses the first extra past its quota, and
+    // those in flight with it would be refused as well.
+    this.left = 1;
+  }
+
+  /** Whether a request sent at `sentAt` was one of the probe's extra sends. */
+  probing(sentAt: number): boolean {
+    return this.probe === "on" && sentAt >= this.probeFrom && sentAt < this.probeUntil;
+  }
+
+  /** One of the probe's extra sends admitted: enough of them and the holds told no window. */
+  probeAdmitted(): void {
+    if (++this.probeAdmits < this.probeNeed) {
+      if (this.left <= 0) this.left = 1;
+      return;
+    }
+    this.probe = "done";
+    // From the end of this window: its extra sends are in the site's count.
+    this.outgrownAt = this.resetAt;
+  }
+
+  /**
+   * One of the probe's extra sends refused, held until `holdEnd`: a window
+   * (its quota as many more as were admitted). Nothing more in this one; the
+   * next begins as told (a sliding window frees slots at the pace they were
+   * taken, not at the hold's end).
+   */
+  probeRefused(holdEnd: number): void {
+    this.probe = "done";
+    this.left = 0;
+    this.shrunkUntil = holdEnd;
+  }
+
+  onSent(now: number): void {
+    if (this.limit <= SENDS_FOR_FREED && !this.inferred) {
+      const sent = this.#sent ??= new Float64Array(SENDS_FOR_FREED);
+      sent[this.#sentCount++ % SENDS_FOR_FREED] = now;
+    }
+    if (!(now < this.resetAt)) {
+      if (Number.isNaN(this.resetAt)) return;
+      this.#roll(now);
+      if (Number.isNaN(this.resetAt)) return;
+    }
+    if (this.left <= 0 && this.probe === "armed" && now >= this.probeAt) this.#startProbe(now);
+    this.left--;
+    this.lastSentAt = now;
+  }
+
+  /** The scope's last sends (at most SENDS_FOR_FREED), for `freedBy`. */
+  #sent: Float64Array | undefined;
+  #sentCount = 0;
+
+  /**
+   * When the window surely frees a slot again, from the scope's own sends:
+   * the `limit`-th last send plus the window (Infinity: not known). A sliding
+   * window frees the slot of its oldest request then; a fixed window began
+   * before that send, and so resets before then too. Resets are announced in
+   * whole seconds (up to a second late), this is as late as the sends say.
+   */
+  freedBy(windowMs = this.windowMs): number {
+    const sent = this.#sent;
+    const n = this.limit;
+    if (sent === undefined || !(windowMs > 0) || !(n <= this.#sentCount)) return Infinity;
+    return sent[(this.#sentCount - n) % SENDS_FOR_FREED]! + windowMs * (1 + FREED_MARGIN);
+  }
+
+  /**
+   * The window length a spent budget's hold tries. A window read from
+   * resets (none said) is known to a second only: resets come in whole
+   * seconds, so a 1 s window whose reset is told as the next whole second
+   * reads as 2 s, and a hold until the told reset waits up to a second too
+   * long each window (an express-rate-limit `X-RateLimit-Reset` epoch on a
+   * 10 per second window ran at half its rate). Windows are mostly whole
+   * seconds, so the hold tries a window a second shorter than told, once,
+   * ended by the scope's own sends (see `freedBy`): the first send after it
+   * decides (`triedOut`). Admitted, that length holds from then on; refused
+   * (at most one refusal, an explained hold), the told resets were on time
+   * and are waited out from then on.
+   */
+  windowToTry(): number {
+    const hi = Math.min(this.windowMs, this.#windowHi);
+    if (!this.epochResets || this.windowSaid || !(hi <= WINDOW_TRIED_UP_TO_MS)) return hi;
+    // Found, or the try refused (the told resets were on time: a window
+    // that begins on a whole second).
+    if (this.#windowHi < Infinity || this.#tryRefused) return hi;
+    // Windows are mostly whole seconds: a second below the told one.
+    return this.windowMs > 1_000 ? this.windowMs - 1_000 : hi;
+  }
+
+  /** A hold ends at `until`, before the told reset, trying a window of `windowMs`. */
+  trying(windowMs: number, until: number): void {
+    // Only the one try: a length found or refused is settled.
+    if (windowMs < this.windowMs && this.#windowHi === Infinity && !this.#tryRefused) {
+      this.#tried = windowMs;
+      this.#triedUntil = until;
+    }
+  }
+
+  /**
+   * An answer to a send at `sentAt` with `remaining` left: the first sent
+   * after a try's hold tells whether the window had freed a slot by then.
+   */
+  triedOut(sentAt: number, remaining: number): void {
+    if (Number.isNaN(this.#tried) || sentAt < this.#triedUntil) return;
+    // Sent later than the try's hold (a Retry-After held it longer): the
+    // length it tried, as long again as the send was late.
+    const tried = this.#tried + (sentAt - this.#triedUntil);
+    if (remaining >= 1) this.#windowHi = tried;
+    else this.#tryRefused = true;
+    this.#tried = Number.NaN;
+  }
+
+  /**
+   * When the window in force ends at the latest, by a window length a try
+   * found (Infinity: none found): the first send of this window (answered
+   * `remaining` after `limit - 1`) plus that length. An epoch reset told a
+   * second late spreads the budget no slower than the window allows.
+   */
+  windowEndBy(sentAt: number | undefined, remaining: number): number {
+    if (sentAt !== undefined && remaining >= this.limit - 1) this.#windowFirstSent = sentAt;
+    return this.#windowHi === Infinity || Number.isNaN(this.#windowFirstSent)
+      ? Infinity
+      : this.#windowFirstSent + this.#windowHi * (1 + FREED_MARGIN);
+  }
+
+  #windowFirstSent = Number.NaN;
+
+  /** The window length the try found admitted (Infinity: none). */
+  #windowHi = Infinity;
+  /** The try was refused: the told resets were on time. */
+  #tryRefused = false;
+  /** The length the pending try holds for (NaN: none), and when its hold ends. */
+  #tried = Number.NaN;
+  #triedUntil = Number.NaN;
+
+  /** The learned quota as `ScopeState.quota` shows it. */
+  learned(now: number): ScopeState["quota"] {
+    if (!(this.limit >= 1 && this.windowMs > 0)) return undefined;
+    const open = now < this.resetAt;
+    return {
+      limit: this.limit,
+      used: open ? Math.max(0, this.limit - Math.max(0, this.left)) : 0,
+      resetsAt: open ? this.resetAt : 0,
+    };
+  }
+}
+
+/**
+ * An announced budget goes out over this share of the time to its reset: the
+ * rest is margin for a reset read late or a window that slides, and a crawl
+ * whose last requests fit in the budget ends sooner than an even spread over
+ * the whole window would let it (docs/DECISIONS.md).
+ */
+const ANNOUNCED_SPREAD = 0.3;
+
+/** An inferred quota's window shortens by this share per quiet window, and lengthens back twice as much when refused early. */
+const INFERRED_STEP = 0.03;
+
+/** The most an inferred window shortens by per quiet window (the step doubles from INFERRED_STEP). */
+const INFERRED_STEP_MAX = 0.4;
+/**
+ * Windows read from whole-second resets up to this long are tried shorter
+ * (see `windowToTry`): a second too long costs a longer window little.
+ */
+const WINDOW_TRIED_UP_TO_MS = 10_000;
+/** Sends an announced quota keeps to tell when its window frees a slot (quotas up to this many). */
+const SENDS_FOR_FREED = 64;
+/** A slot freed by the scope's own sends is counted free this share of the window later (arrivals come after sends). */
+const FREED_MARGIN = 0.02;
+
+/** Quiet windows at half the told window before the holds are taken to tell no window. */
+const INFERRED_OUTGROWN = 4;
+
+/** An inferred quota grows by one after this many windows without a refusal. */
+const INFERRED_GROWTH_WINDOWS = 8;
+/** Each growth a refusal answered doubles the windows before the next, up to this many. */
+const INFERRED_GROWTH_MAX = 64;
