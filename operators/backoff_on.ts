@@ -156,9 +156,10 @@ export function backoffOn<R, T>(
         );
       }
       if (b.announced !== undefined) {
+        const told = b.trigger ? { ...b.announced, refused: true } : b.announced;
         throttler.recordAnnounced(
           scope,
-          outcome.sentAt === undefined ? b.announced : { ...b.announced, sentAt: outcome.sentAt },
+          outcome.sentAt === undefined ? told : { ...told, sentAt: outcome.sentAt },
         );
       }
       if (b.remaining !== undefined || b.consumed !== undefined) {

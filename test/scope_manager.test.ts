@@ -506,6 +506,70 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     }
   });
 
+  it("ThrottlingScopeManager.recordAnnounced(): a limit told on refusals only is tried higher, window by window, and a refused try goes back", () => {
+    // Sends as many as the scope lets through in each 1 s window from `from`
+    // on (answered at once), and returns the counts.
+    const windows = (m: ThrottlingScopeManager, from: number, count: number): number[] => {
+      const sent: number[] = [];
+      for (let w = 0; w < count; w++) {
+        const end = from + 1_000 * (w + 1);
+        let t = from + 1_000 * w;
+        let n = 0;
+        for (;;) {
+          const wait = m.canSend(t);
+          if (wait > 0) {
+            if (t + wait >= end) break;
+            t += wait;
+            continue;
+          }
+          m.recordSent(t);
+          m.recordDone(t, { latencyMs: 0, status: 200, sentAt: t });
+          n++;
+        }
+        sent.push(n);
+      }
+      return sent;
+    };
+    // [told on a refusal, sends per window in the four windows after its reset]
+    const table: [boolean, number[]][] = [
+      // X-RateLimit-Limit: 10 on a 429 only (a bucket's size, or a window's
+      // quota): each full window unrefused tries 20% more.
+      [true, [10, 12, 14, 17]],
+      // The same told on an admitted answer: the site's quota, obeyed.
+      [false, [10, 10, 10, 10]],
+    ];
+    for (const [refused, perWindow] of table) {
+      const m = manager({ delayMs: 0, concurrency: 4 });
+      m.recordAnnounced(0, { limit: 10, remaining: 0, resetInMs: 1_000, refused, sentAt: 0 });
+      expect({ refused, perWindow: windows(m, 1_000, 4) }).toEqual({ refused, perWindow });
+    }
+    // The try of 14 refused in its window: back to the last one found, 12.
+    const m = manager({ delayMs: 0, concurrency: 4 });
+    m.recordAnnounced(0, { limit: 10, remaining: 0, resetInMs: 1_000, refused: true, sentAt: 0 });
+    expect(windows(m, 1_000, 2)).toEqual([10, 12]);
+    m.recordSent(3_000);
+    expect(m.state(3_000).quota?.limit).toBe(14);
+    m.recordAnnounced(3_100, {
+      limit: 10,
+      remaining: 0,
+      resetInMs: 900,
+      refused: true,
+      sentAt: 3_000,
+    });
+    expect(m.state(3_100).quota?.limit).toBe(12);
+    // A window with its own length said (RateLimit-Policy's w) is a policy, obeyed as told.
+    const said = manager({ delayMs: 0, concurrency: 4 });
+    said.recordAnnounced(0, {
+      limit: 10,
+      windowMs: 1_000,
+      remaining: 0,
+      resetInMs: 1_000,
+      refused: true,
+      sentAt: 0,
+    });
+    expect(windows(said, 1_000, 3)).toEqual([10, 10, 10]);
+  });
+
   it("ThrottlingScopeManager.recordAnnounced() reads an answer that comes out of order as older news", () => {
     // [what the late answer (sent at 20, read at 120) says, quota shown after it]
     const table: [{ remaining: number; resetInMs: number }, { used: number; resetsAt: number }][] =

@@ -36,6 +36,11 @@ describe("parseSiteSpec()", () => {
           retryAfter: "date",
         },
       ],
+      ["bucket rate=15 burst=10 announce=x-epoch announce-on=refusals", {
+        limiter: { shape: "token-bucket", ratePerSec: 15, burst: 10 },
+        announce: "x-epoch",
+        announceOn: "refusals",
+      }],
       ["sliding quota=7 window=1.5s", {
         limiter: { shape: "sliding-window", quota: 7, windowMs: 1500 },
       }],
@@ -66,6 +71,7 @@ describe("parseSiteSpec()", () => {
       ["fixed quota=3 window=soon", "'window' expects a duration"],
       ["conc max=2 status=500", "'status' expects one of 429, 503"],
       ["conc max=2 announce=maybe", "'announce' expects one of none, ietf"],
+      ["fixed quota=3 window=1s announce-on=some", "'announce-on' expects one of all, refusals"],
       [
         "conc max=2 retry-after=soon",
         "'retry-after' expects one of none, seconds, date or a whole",

@@ -108,6 +108,27 @@ describe("createZooLimiter()", () => {
     });
   });
 
+  it("createZooLimiter() with announceOn refusals says nothing while it admits", () => {
+    const l = createZooLimiter({
+      name: "a",
+      limiter: { shape: "token-bucket", ratePerSec: 10, burst: 1 },
+      latencyMs: 10,
+      announce: "x-delta",
+      announceOn: "refusals",
+    });
+    const admitted = l.arrive(0);
+    expect(admitted.status).toBe(200);
+    expect(admitted.headers).toEqual({});
+    expect(admitted.announced).toBeUndefined();
+    const refused = l.arrive(10);
+    expect(refused.status).toBe(429);
+    expect(refused.headers).toMatchObject({
+      "x-ratelimit-limit": "1",
+      "x-ratelimit-remaining": "0",
+    });
+    expect(refused.announced).toEqual({ remaining: 0, resetInMs: expect.any(Number) });
+  });
+
   it("createZooLimiter() names a bad field", () => {
     expect(() =>
       createZooLimiter({
@@ -901,6 +922,63 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
       });
       expect({ anchor, ok: r.ok, refused: r.refused }).toEqual({ anchor, ok: 200, refused: 0 });
       expect(r.efficiency).toBeGreaterThanOrEqual(0.85);
+    }
+  });
+
+  it("a limit told on 429s only is tried higher where the site admits more (a bucket's size), obeyed where its window is said", () => {
+    // [site, at least this efficiency, at most this share refused]; 3 ms of
+    // jitter each way. Before the tries the two buckets ran at exactly their
+    // told limit per told window: 0.64 and 0.65.
+    const table: [ZooSiteSpec, number, number][] = [
+      [
+        {
+          name: "15/s burst 10, x-epoch on 429s",
+          limiter: { shape: "token-bucket", ratePerSec: 15, burst: 10 },
+          latencyMs: 30,
+          announce: "x-epoch",
+          announceOn: "refusals",
+        },
+        0.8,
+        0.03,
+      ],
+      [
+        {
+          name: "5/s burst 10, x-epoch on 429s",
+          limiter: { shape: "token-bucket", ratePerSec: 5, burst: 10 },
+          latencyMs: 200,
+          announce: "x-epoch",
+          announceOn: "refusals",
+        },
+        0.85,
+        0.05,
+      ],
+      // A window told with its length (RateLimit-Policy w): no tries, no refusals past the first.
+      [
+        {
+          name: "fixed 5/1s, ietf on 429s",
+          limiter: { shape: "fixed-window", quota: 5, windowMs: 1_000 },
+          latencyMs: 40,
+          announce: "ietf",
+          announceOn: "refusals",
+        },
+        0.95,
+        0.01,
+      ],
+    ];
+    for (const [site, atLeast, refusedAtMost] of table) {
+      const r = runZooCrawl({
+        site,
+        pages: 200,
+        outboundJitterMs: 3,
+        inboundJitterMs: 3,
+        settings: { retry: { times: 10 } },
+      });
+      expect({ site: site.name, ok: r.ok }).toEqual({ site: site.name, ok: 200 });
+      expect({ site: site.name, atLeast: r.efficiency >= atLeast }).toEqual({
+        site: site.name,
+        atLeast: true,
+      });
+      expect(r.refused / r.requests).toBeLessThanOrEqual(refusedAtMost);
     }
   });
 

@@ -207,6 +207,13 @@ export class AnnouncedWindow {
       const windows = Math.floor((now - this.resetAt) / w) + 1;
       this.resetAt += windows * w;
       this.#rolled = true;
+      if (!this.inferred && this.toldOnRefusals) {
+        if (windows === 1) this.#tryAbove();
+        else {
+          this.#windowSent = 0;
+          this.#windowRefused = false;
+        }
+      }
       if (this.inferred) {
         if (this.probe === "due") {
           // A window admits nothing past its quota until it resets (a few
@@ -332,6 +339,91 @@ export class AnnouncedWindow {
     if (this.left <= 0 && this.probe === "armed" && now >= this.probeAt) this.#startProbe(now);
     this.left--;
     this.lastSentAt = now;
+    this.#windowSent++;
+  }
+
+  /**
+   * Whether every limit announced so far came with a refusal: no admitted
+   * answer confirmed it. Such a limit may be a token bucket's size rather
+   * than a rate (`X-RateLimit-Limit: 10` on the 429s of a 15/s bucket with a
+   * burst of 10): its windows try one more, then more (see `#tryAbove`).
+   */
+  toldOnRefusals = true;
+  /** Above a limit told on refusals only: the most per window a whole window admitted (0: none). */
+  #foundLimit = 0;
+  /** Full windows without a refusal before the next try above (doubles per refused try). */
+  #upEvery = 1;
+  #upQuiet = 0;
+  /** The window in force tries above the found (or told) limit. */
+  #upTrying = false;
+  /** Sends in the window in force, and whether a send of it was refused. */
+  #windowSent = 0;
+  #windowRefused = false;
+  /** Refusals of sends before this time were answered for by the last correction. */
+  #correctedAt = -Infinity;
+
+  /**
+   * An answer at `now` (sent at `sentAt`, refused or not) announced a limit
+   * of `limit`: the quota, or, while every announcement came with a refusal,
+   * the floor under one found by trying above it.
+   */
+  told(now: number, limit: number, refused: boolean, sentAt: number | undefined): void {
+    this.inferred = false;
+    // A window said with the limit (RateLimit-Policy's `w`) is a policy:
+    // obeyed as told. Only a limit without one may be a bucket's size.
+    if (!refused || this.windowSaid) this.toldOnRefusals = false;
+    if (!this.toldOnRefusals) {
+      this.limit = limit;
+      return;
+    }
+    if (refused && (sentAt === undefined || sentAt >= this.#correctedAt)) {
+      this.#windowRefused = true;
+      this.#correctedAt = now;
+      this.#upQuiet = 0;
+      if (this.#upTrying) {
+        // The try refused: the found limit stands, and the next try waits
+        // twice as many windows (each costs a refusal and a hold).
+        this.#upTrying = false;
+        this.#upEvery = Math.min(UP_EVERY_MAX, 2 * this.#upEvery);
+      } else if (this.#foundLimit > 0) {
+        // A found limit refused: a bucket's saved burst hid a pace above its
+        // rate for a few windows. Half way back to the told limit.
+        this.#foundLimit = Math.floor((this.#foundLimit + limit) / 2);
+        if (this.#foundLimit <= limit) this.#foundLimit = 0;
+        this.#upEvery = Math.min(UP_EVERY_MAX, 2 * this.#upEvery);
+      }
+    }
+    this.limit = Math.max(limit, this.#foundLimit);
+  }
+
+  /**
+   * Whether windows of this length were found to admit more than the limit
+   * told on refusals: a later reset longer than the window is a bucket's
+   * refill time, not a longer window (a 15/s bucket told 10 with a reset of
+   * 1.4 s, read as a 2 s window, halved the pace found).
+   */
+  get foundAbove(): boolean {
+    return this.toldOnRefusals && this.#foundLimit > 0;
+  }
+
+  /**
+   * A window told on refusals only ended (see `toldOnRefusals`): full and not
+   * refused, it tried above and passed (the found limit), and every
+   * `#upEvery` such windows the next tries UP_STEP more. A real window
+   * refuses the first send past its quota, which costs one retry: the scope
+   * waits for the reset anyway.
+   */
+  #tryAbove(): void {
+    if (this.#windowSent >= this.limit && !this.#windowRefused) {
+      if (this.#upTrying) this.#foundLimit = this.limit;
+      this.#upTrying = ++this.#upQuiet >= this.#upEvery;
+      if (this.#upTrying) {
+        this.#upQuiet = 0;
+        this.limit += Math.max(1, Math.round(this.limit * UP_STEP));
+      }
+    }
+    this.#windowSent = 0;
+    this.#windowRefused = false;
   }
 
   /** The scope's last sends (at most SENDS_FOR_FREED), for `freedBy`. */
@@ -455,6 +547,11 @@ const WINDOW_TRIED_UP_TO_MS = 10_000;
 const SENDS_FOR_FREED = 64;
 /** A slot freed by the scope's own sends is counted free this share of the window later (arrivals come after sends). */
 const FREED_MARGIN = 0.02;
+
+/** A limit told on refusals only is tried this share higher (at least one more; see `#tryAbove`). */
+const UP_STEP = 0.2;
+/** Tries above a limit told on refusals only back off to one per this many full windows. */
+const UP_EVERY_MAX = 32;
 
 /** Quiet windows at half the told window before the holds are taken to tell no window. */
 const INFERRED_OUTGROWN = 4;

@@ -458,16 +458,15 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     const a = x.ann ??= new AnnouncedWindow();
     this.#lastActivity = now;
     if (hasLimit) {
-      a.inferred = false;
-      a.limit = limit;
       if (hasWindow) {
         a.windowMs = windowMs;
         a.windowSaid = true;
       }
+      a.told(now, limit, budget.refused === true, budget.sentAt);
     }
     if (!hasRemaining || !hasReset) return;
     if (budget.resetIsEpoch === true) a.epochResets = true;
-    if (hasLimit && !a.windowSaid && !(resetInMs <= a.windowMs)) {
+    if (hasLimit && !a.windowSaid && !(resetInMs <= a.windowMs) && !a.foundAbove) {
       // No window said: a fixed window's first answer announces nearly all of
       // it (less the latency), so the longest reset seen, in whole seconds as
       // windows are, stands for it.

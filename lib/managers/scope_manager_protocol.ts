@@ -59,6 +59,12 @@ export interface AnnouncedBudget {
    * began (see `ThrottlingScopeManager.recordAnnounced`).
    */
   readonly sentAt?: number;
+  /**
+   * The announcing answer was a refusal (a trigger). A budget told only by
+   * refusals is not confirmed by any admitted answer: the scope tries above
+   * it (see `AnnouncedWindow.toldOnRefusals`). @default false
+   */
+  readonly refused?: boolean;
 }
 
 /** How a request settled, for managers that learn from latency. */

@@ -43,6 +43,7 @@ const COMMON_KEYS = [
   "status",
   "retry-after",
   "announce",
+  "announce-on",
 ] as const;
 
 /**
@@ -99,7 +100,7 @@ function oneOf<T extends string>(field: string, text: string, allowed: readonly 
  * Common keys: `host=` (default `site-N.test`), `name=`, `weight=`,
  * `latency=` (default 50ms), `status=429|503`, `retry-after=none|seconds|date|N`
  * (N: always `Retry-After: N`),
- * `announce=none|ietf|legacy|x-epoch|x-delta`.
+ * `announce=none|ietf|legacy|x-epoch|x-delta`, `announce-on=all|refusals`.
  *
  * @param text The spec.
  * @param index Its position (1-based), for the default host and name.
@@ -200,6 +201,11 @@ export function parseSiteSpec(text: string, index = 1): SimulatedSiteSpec {
         ["none", "ietf", "legacy", "x-epoch", "x-delta"] as const,
       )
       : "none",
+    ...(values.has("announce-on")
+      ? {
+        announceOn: oneOf("announce-on", values.get("announce-on")!, ["all", "refusals"] as const),
+      }
+      : {}),
     ...(values.has("weight") ? { weight: positive("weight", values.get("weight")!, false) } : {}),
   };
   checkSite(site);

@@ -98,6 +98,11 @@ export interface ZooSiteSpec {
   readonly retryAfter?: "none" | "seconds" | "date" | number;
   /** Rate-limit fields on every answer (window shapes and token buckets only). @default "none" */
   readonly announce?: Announce;
+  /**
+   * Which answers carry the `announce` fields: all of them, or refusals only
+   * (an API that explains a 429 but says nothing while it admits). @default "all"
+   */
+  readonly announceOn?: "all" | "refusals";
 }
 
 /** Epoch ms of the sites' clock at scheduler time 0 (2026-01-01), so epoch resets look real. */
@@ -418,11 +423,12 @@ export function createZooLimiter(
     arrive(now) {
       const latencyMs = vary(spec.latencyMs);
       const v = verdict(now, latencyMs);
-      const headers = announced(spec, v, now, epochMs);
+      const silent = v.allowed && spec.announceOn === "refusals";
+      const headers = silent ? {} : announced(spec, v, now, epochMs);
       if (retryAfter === "date") {
         headers["date"] = new Date(epochMs + now).toUTCString();
       }
-      const budget = announces && v.quota !== undefined
+      const budget = announces && !silent && v.quota !== undefined
         ? { announced: { remaining: v.remaining ?? 0, resetInMs: v.resetInMs ?? 0 } }
         : {};
       if (v.allowed) {
