@@ -570,6 +570,46 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     expect(windows(said, 1_000, 3)).toEqual([10, 10, 10]);
   });
 
+  it("ThrottlingScopeManager.recordAnnounced(): a small budget spent with a reset told as a second tries a shorter hold, once a try at a time", () => {
+    // [what the spending answer told, hold] for a budget spent at 40 by a request sent at 0.
+    type Told = { limit: number; resetInMs: number; windowMs?: number; resetIsEpoch?: boolean };
+    const table: [Told, number][] = [
+      // A second may be a whole second's rounding of a few ms (a token
+      // bucket of 1 tells its time until full): half of it is tried.
+      [{ limit: 1, resetInMs: 1_000 }, 500],
+      [{ limit: 5, resetInMs: 1_000 }, 500],
+      // A second read a little late.
+      [{ limit: 1, resetInMs: 1_080 }, 540],
+      // A larger limit, or a longer reset, is waited out as told.
+      [{ limit: 6, resetInMs: 1_000 }, 1_000],
+      [{ limit: 1, resetInMs: 2_000 }, 2_000],
+      // A window said is a policy; an epoch reset is the next whole second.
+      [{ limit: 1, resetInMs: 1_000, windowMs: 1_000 }, 1_000],
+      [{ limit: 1, resetInMs: 1_000, resetIsEpoch: true }, 1_000],
+    ];
+    for (const [told, hold] of table) {
+      const m = manager({ delayMs: 0, concurrency: 4 });
+      m.recordSent(0);
+      m.recordAnnounced(40, { ...told, remaining: 0, sentAt: 0 });
+      expect({ told, hold: m.canSend(40) }).toEqual({ told, hold });
+    }
+    // The try's send refused: held as told, and the next spent budget
+    // (told by that refusal) is not tried again at once.
+    const m = manager({ delayMs: 0, concurrency: 4 });
+    m.recordSent(0);
+    m.recordAnnounced(40, { limit: 1, remaining: 0, resetInMs: 1_000, sentAt: 0 });
+    m.recordSent(540);
+    m.recordBackoff(580, { holdMs: 1_000, explained: true, cause: "status 429", sentAt: 540 });
+    m.recordAnnounced(580, {
+      limit: 1,
+      remaining: 0,
+      resetInMs: 1_000,
+      sentAt: 540,
+      refused: true,
+    });
+    expect(m.canSend(580)).toBe(1_000);
+  });
+
   it("ThrottlingScopeManager.recordAnnounced() reads an answer that comes out of order as older news", () => {
     // [what the late answer (sent at 20, read at 120) says, quota shown after it]
     const table: [{ remaining: number; resetInMs: number }, { used: number; resetsAt: number }][] =

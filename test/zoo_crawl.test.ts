@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { createZooLimiter, idealMs, validateZooSpec, type ZooSiteSpec } from "../lib/sim/zoo.ts";
+import {
+  type Announce,
+  createZooLimiter,
+  idealMs,
+  validateZooSpec,
+  type ZooSiteSpec,
+} from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
 import { generateZooSites } from "../lib/sim/zoo_random.ts";
 import { issueShapeSites } from "../lib/sim/zoo_issue_sites.ts";
@@ -964,6 +970,52 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
         0.95,
         0.01,
       ],
+    ];
+    for (const [site, atLeast, refusedAtMost] of table) {
+      const r = runZooCrawl({
+        site,
+        pages: 200,
+        outboundJitterMs: 3,
+        inboundJitterMs: 3,
+        settings: { retry: { times: 10 } },
+      });
+      expect({ site: site.name, ok: r.ok }).toEqual({ site: site.name, ok: 200 });
+      expect({ site: site.name, atLeast: r.efficiency >= atLeast }).toEqual({
+        site: site.name,
+        atLeast: true,
+      });
+      expect(r.refused / r.requests).toBeLessThanOrEqual(refusedAtMost);
+    }
+  });
+
+  it("a token bucket of a few that announces its size and its time until full is not held a second per token", () => {
+    // [site, at least this efficiency, at most this share refused]; 3 ms of
+    // jitter each way, 40 ms latency. The buckets held a whole told second
+    // every time their budget was spent before: 0.05, 0.58 and 0.65.
+    const bucket = (ratePerSec: number, burst: number, announce: Announce): ZooSiteSpec => ({
+      name: `${ratePerSec}/s burst ${burst} ${announce}`,
+      limiter: { shape: "token-bucket" as const, ratePerSec, burst },
+      latencyMs: 40,
+      announce,
+    });
+    const table: [ZooSiteSpec, number, number][] = [
+      [bucket(20, 1, "x-delta"), 0.4, 0.06],
+      [bucket(20, 3, "x-delta"), 0.7, 0.01],
+      [bucket(3, 2, "legacy"), 0.8, 0.01],
+      // A window of 5 per second with the same fields: a try costs a refusal.
+      [
+        {
+          name: "fixed 5/1s x-delta",
+          limiter: { shape: "fixed-window", quota: 5, windowMs: 1_000 },
+          latencyMs: 40,
+          announce: "x-delta",
+        },
+        0.9,
+        0.01,
+      ],
+      // A window said with the limit (q=1;w=1) is a policy: obeyed as told,
+      // a bucket that announces so included.
+      [bucket(20, 1, "ietf"), 0.04, 0.01],
     ];
     for (const [site, atLeast, refusedAtMost] of table) {
       const r = runZooCrawl({

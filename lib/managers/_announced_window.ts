@@ -202,6 +202,18 @@ export class AnnouncedWindow {
 
   /** Past the reset: the learned quota's next window, or nothing in force. */
   #roll(now: number): void {
+    if (!Number.isNaN(this.#earlyTold)) {
+      const told = this.#earlyTold;
+      this.#earlyTold = Number.NaN;
+      if (now < told) {
+        // An early hold's end (see `earlyEnd`): one send, until the told reset.
+        this.resetAt = told;
+        this.left = 1;
+        this.gapMs = 0;
+        this.#rolled = false;
+        return;
+      }
+    }
     const w = this.windowMs;
     if (w > 0 && this.limit >= 1) {
       const windows = Math.floor((now - this.resetAt) / w) + 1;
@@ -340,6 +352,108 @@ export class AnnouncedWindow {
     this.left--;
     this.lastSentAt = now;
     this.#windowSent++;
+    if (!Number.isNaN(this.#earlyFrom) && Number.isNaN(this.#earlySentAt)) {
+      if (now >= this.#earlyFrom && now < this.#earlyUntil) this.#earlySentAt = now;
+      else if (now >= this.#earlyUntil) this.#earlyFrom = Number.NaN;
+    }
+  }
+
+  /**
+   * The share of a reset told within EARLY_UP_TO_MS that a spent budget's
+   * hold waits (1: all of it). Resets come in whole seconds, rounded up:
+   * "1" may mean a few ms, and a token bucket that tells the time until it
+   * is full refills a token much sooner (a 20/s bucket of 1 says "reset 1"
+   * after every request, and holding a second each time ran at 1/s). The
+   * share halves each `#earlyEvery` holds whose next send was admitted
+   * (down to EARLY_MIN_SHARE); a send after a shortened hold refused (an
+   * explained hold until the told reset) keeps the share (a try of half) or
+   * doubles it (the share in use), and the next halving waits twice as
+   * many holds. A real window's told resets are on time to a second: a try
+   * costs it one refusal, fewer and fewer.
+   */
+  #earlyShare = 1;
+  #earlyPassed = 1;
+  #earlyEvery = 1;
+  /** The pending shortened hold: its share, its end, the told reset, and the send it let out (NaN: none). */
+  #earlyTry = 1;
+  #earlyFrom = Number.NaN;
+  #earlyUntil = Number.NaN;
+  #earlySentAt = Number.NaN;
+  /** The told reset a shortened hold ends before (see `#roll`; NaN: none). */
+  #earlyTold = Number.NaN;
+
+  /**
+   * Where the hold of a budget spent at `now` ends, for a reset at
+   * `resetAt` told as `toldMs` from now: the reset, or a share of the told
+   * time (see `#earlyShare`), after which one send may go before the reset.
+   */
+  earlyEnd(now: number, resetAt: number, toldMs: number): number {
+    // The share is of the reset as this answer told it (whole seconds); the
+    // hold ends no later than `resetAt`, the tighter bound of the resets told.
+    const told = Math.min(toldMs, resetAt - now);
+    if (!(told > 0 && toldMs <= EARLY_UP_TO_MS && this.limit <= EARLY_LIMIT_MAX)) return resetAt;
+    // A window said (RateLimit-Policy's `w`) is a policy, obeyed as told;
+    // epoch resets are tried by `windowToTry` (the next whole second says
+    // nothing steady for a share to scale).
+    if (this.windowSaid || this.epochResets) return resetAt;
+    // A try whose send never went (nothing to send), or whose answer never
+    // came by its told reset: none pending.
+    if (
+      !Number.isNaN(this.#earlyFrom) &&
+      (Number.isNaN(this.#earlySentAt) ? now >= this.#earlyFrom : now >= this.#earlyUntil)
+    ) this.#earlyFrom = Number.NaN;
+    if (!Number.isNaN(this.#earlyFrom)) return resetAt;
+    let share = this.#earlyShare;
+    if (this.#earlyPassed >= this.#earlyEvery) share = Math.max(EARLY_MIN_SHARE, share / 2);
+    const end = now + share * toldMs;
+    // Not before the reset: no try.
+    if (!(end < resetAt)) return resetAt;
+    this.#earlyTry = share;
+    this.#earlyFrom = end;
+    this.#earlyUntil = resetAt;
+    this.#earlySentAt = Number.NaN;
+    this.#earlyTold = resetAt;
+    return end;
+  }
+
+  /** A reset at `resetAt` told as `toldMs` (at most EARLY_UP_TO_MS), read at the share found (for pacing a budget left). */
+  earlyScaled(now: number, resetAt: number, toldMs: number): number {
+    return toldMs > 0 && toldMs <= EARLY_UP_TO_MS
+      ? Math.min(resetAt, now + this.#earlyShare * toldMs)
+      : resetAt;
+  }
+
+  /**
+   * The hold for a refusal, told as `holdMs`, of a send at `sentAt`: when
+   * it was a shortened hold's send, the share the refusal leaves of it (a
+   * try costs a round trip, not the told second); otherwise `holdMs`.
+   */
+  earlyRefusedHold(sentAt: number, holdMs: number): number {
+    if (Number.isNaN(this.#earlyFrom) || !(sentAt >= this.#earlySentAt)) return holdMs;
+    if (!(holdMs <= EARLY_UP_TO_MS)) return holdMs;
+    // A try of half the share in use: the share in use; the share in use
+    // itself: twice it, as the answer will set it.
+    const share = this.#earlyTry < this.#earlyShare ? this.#earlyShare : 2 * this.#earlyShare;
+    return Math.min(1, share) * holdMs;
+  }
+
+  /** The answer to a send at `sentAt`, admitted (`ok`) or refused: a shortened hold's send tells. */
+  earlyAnswered(sentAt: number, ok: boolean): void {
+    // The send it let out (its time as the answer tells it may be a little
+    // later: when it went out on the wire).
+    if (Number.isNaN(this.#earlyFrom) || !(sentAt >= this.#earlySentAt)) return;
+    const tried = this.#earlyTry;
+    this.#earlyFrom = Number.NaN;
+    if (ok) {
+      if (tried < this.#earlyShare) {
+        this.#earlyShare = tried;
+        this.#earlyPassed = 0;
+      } else this.#earlyPassed++;
+      return;
+    }
+    if (!(tried < this.#earlyShare)) this.#earlyShare = Math.min(1, 2 * this.#earlyShare);
+    this.#earlyEvery = Math.min(EARLY_EVERY_MAX, 2 * this.#earlyEvery);
+    this.#earlyPassed = 0;
   }
 
   /**
@@ -548,6 +662,20 @@ const SENDS_FOR_FREED = 64;
 /** A slot freed by the scope's own sends is counted free this share of the window later (arrivals come after sends). */
 const FREED_MARGIN = 0.02;
 
+/** Resets told this soon or sooner may be a whole second's rounding: holds try shorter (see `earlyEnd`). */
+const EARLY_UP_TO_MS = 1_100;
+/**
+ * Only budgets of limits this small (or none said) try shorter holds: a
+ * token bucket announces its burst as the limit and its time until full as
+ * the reset, and small ones were held a second for a token due in tens of
+ * ms; a real window of many per second pays a refusal per try (the zoo's
+ * 1 s windows of 8 to 45: five more misses with every limit trying).
+ */
+const EARLY_LIMIT_MAX = 5;
+/** The shortest share of such a reset a hold waits. */
+const EARLY_MIN_SHARE = 1 / 128;
+/** Halving the share backs off to once per this many holds whose send was admitted. */
+const EARLY_EVERY_MAX = 32;
 /** A limit told on refusals only is tried this share higher (at least one more; see `#tryAbove`). */
 const UP_STEP = 0.2;
 /** Tries above a limit told on refusals only back off to one per this many full windows. */

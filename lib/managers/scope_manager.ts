@@ -281,6 +281,9 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     this.#lastActivity = now;
     const ok = admitted(result, this.config.backoff.httpCodes);
     if (ok) this.#admits++;
+    if (result?.status !== undefined) {
+      this.#x?.ann?.earlyAnswered(result.sentAt ?? now - result.latencyMs, ok);
+    }
     if (ok && this.#x?.ramp === undefined) {
       const sentAt = result.sentAt ?? now - result.latencyMs;
       const sends = this.#sends;
@@ -352,7 +355,12 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     x.knee = undefined;
     x.kneeDone = true;
     if (signal.holdMs !== undefined && signal.holdMs > 0) {
-      const hold = signal.uncapped === true ? signal.holdMs : Math.min(signal.holdMs, b.maxDelayMs);
+      let hold = signal.uncapped === true ? signal.holdMs : Math.min(signal.holdMs, b.maxDelayMs);
+      // A spent budget's shortened hold tried too short: "not yet", held as
+      // long as holds known good (lib/managers/_announced_window.ts).
+      if (signal.explained === true && signal.sentAt !== undefined && x.ann !== undefined) {
+        hold = x.ann.earlyRefusedHold(signal.sentAt, hold);
+      }
       if (now + hold > x.holdUntil) x.holdUntil = now + hold;
       x.ramp?.onHold(now, now + hold);
       const a = x.ann;
@@ -481,15 +489,18 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       if (a.answeredBefore(sentAt)) return;
       a.sentAt(sentAt);
     }
-    if (sentAt !== undefined) a.triedOut(sentAt, remaining);
+    if (sentAt !== undefined) {
+      a.triedOut(sentAt, remaining);
+      // Told before the request's own recordDone: a shortened hold's send tells now.
+      a.earlyAnswered(sentAt, budget.refused !== true);
+    }
     const resetAt = a.sameReset(now, now + resetInMs, remaining);
     if (remaining < 1) {
       const tried = a.windowToTry();
       const freed = a.freedBy(tried);
-      const hold = Math.min(
-        Math.max(0, Math.min(resetAt, freed) - now),
-        this.config.backoff.maxDelayMs,
-      );
+      // A reset told as a second may be tried shorter (no window said).
+      const end = a.earlyEnd(now, Math.min(resetAt, freed), resetInMs);
+      const hold = Math.min(Math.max(0, end - now), this.config.backoff.maxDelayMs);
       if (freed < resetAt) a.trying(tried, now + hold);
       if (now + hold > x.holdUntil) x.holdUntil = now + hold;
       a.start(now, now + hold, 0);
@@ -499,7 +510,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       const others = this.#active > 0 ? this.#active - 1 : 0;
       a.start(
         now,
-        Math.min(resetAt, a.windowEndBy(sentAt, remaining)),
+        Math.min(a.earlyScaled(now, resetAt, resetInMs), a.windowEndBy(sentAt, remaining)),
         Math.floor(remaining) - others,
       );
     }
