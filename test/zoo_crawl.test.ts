@@ -1034,6 +1034,24 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     }
   });
 
+  it("a window spent with 8 in flight is no concurrency cap, and the lone send after it says no pace", () => {
+    // 20 per second, no headers, 120 ms: the first flight spends the window
+    // with 8 in flight (read as a cap of 7), and the one send the cap lets
+    // out is refused too. It was read as refused at 8.33/s (one in flight
+    // over a round trip) and the scope bisected up to it: 0.38.
+    const site: ZooSiteSpec = {
+      name: "fixed 20/1s, no headers, 120 ms",
+      limiter: { shape: "fixed-window", quota: 20, windowMs: 1_000 },
+      latencyMs: 120,
+    };
+    const r = runZooCrawl({ site, pages: 200, events: true, settings: { retry: { times: 10 } } });
+    expect(r.ok).toBe(200);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.8);
+    const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    expect(why.some((w) => /the one send after a cap's cut refused/.test(w))).toBe(true);
+    expect(why.some((w) => /^a window: /.test(w))).toBe(true);
+  });
+
   it("a concurrency cap is read at its size when a send a moment after the refused one reached the site first", () => {
     // Two sends 0.06 ms apart reach the site in the other order (3 ms of
     // noise): the later one, sent with one more in flight, is admitted and

@@ -538,6 +538,17 @@ export class RampupController {
       ) {
         this.#capRefuted = true;
         this.#capLimit = Infinity;
+        if (
+          this.#oneInFlight && sentAt > this.#lastCutAt && this.rate === Infinity &&
+          this.#firstAdmits > BURST_MIN && this.#firstSpanMs > 0
+        ) {
+          // The lone send after the cap's cut refused: a cap admits it at
+          // once, a window or a bucket that ran out does not. Its pace (one
+          // in flight over a round trip) is the scope's own, not the site's
+          // (a 20 per second window at 120 ms read as 8.33/s: 0.38): a block,
+          // probed until a send is admitted, at the pace of the first run.
+          return this.#loneRefused(now, knobs);
+        }
       } else if (f <= this.#capLimit && this.#capLimit !== Infinity) {
         // Refused again under a supposed cap: the scope has pressed on the
         // site for a round trip, so what the site served says where it is.
@@ -821,6 +832,29 @@ export class RampupController {
     // worth into a wall before its first refusal came back.
     knobs.concurrency = Math.min(knobs.concurrency, Math.max(1, this.limits.minConcurrency));
     return this.#report(knobs, why);
+  }
+
+  /** See the caller in `onTrigger`: a block from the cap's cut on, probed at growing waits. */
+  #loneRefused(now: number, knobs: RampKnobs): string {
+    const start = this.#lastCutAt;
+    this.rate = this.#clampRate((this.#firstAdmits * 1000) / this.#firstSpanMs);
+    this.#cut(now, true);
+    this.#blockStart = start;
+    this.#blockHeld = this.#heldUntil > now;
+    this.#probeMs = Math.max(FIRST_PROBE_MS, 2 * (this.#latencyMs || 0));
+    const wait = this.#probeMs;
+    this.#probeMs *= PROBE_GROWTH;
+    if (now + wait > this.holdUntil) this.holdUntil = now + wait;
+    const from = Math.max(now, this.#heldUntil);
+    if (now + wait > from) this.#heldMs += now + wait - from;
+    this.#apply(knobs);
+    knobs.concurrency = 1;
+    return this.#report(
+      knobs,
+      `the one send after a cap's cut refused: no cap, the site ran out at ${
+        fmt(this.rate)
+      }/s; next probe in ${Math.round(wait)} ms`,
+    );
   }
 
   /**
