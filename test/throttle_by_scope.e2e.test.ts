@@ -44,14 +44,18 @@ describe("throttleByScope() against a loopback server", () => {
       expect(outcomes[0]!.scopes).toEqual([server.origin.slice("http://".length)]);
       expect(server.arrivals.map((a) => a.path)).toEqual(["/0", "/1", "/2", "/3", "/4"]);
       const arrivedAt = server.arrivals.map((a) => a.atMs);
-      // Safety bounds, not speed assertions; 2 ms for clock granularity. The
-      // server must not see a request before the delay has passed since the
-      // previous one left the client. (Arrival-to-arrival gaps also carry
-      // fetch's own latency jitter, measured here at up to 50 ms on a loaded
-      // machine, so they are not what the gate controls.)
+      // Safety bounds, not speed assertions. The server must not see a
+      // request before the delay has passed since the previous one left the
+      // client. 5 ms of slack: clock granularity, and a pause (a GC on a
+      // loaded machine) between the gate's clock reading for a send and this
+      // download's own reading of it, which makes the earlier send look late
+      // (97.4 ms was seen at a load of 12 on 2 cores, 1 run in 18). A gate
+      // that did not space sends shows gaps of a few ms. (Arrival-to-arrival
+      // gaps also carry fetch's own latency jitter, measured here at up to
+      // 50 ms on a loaded machine, so they are not what the gate controls.)
       for (let k = 1; k < 5; k++) {
-        expect(sentAt[k]! - sentAt[k - 1]!).toBeGreaterThanOrEqual(98);
-        expect(arrivedAt[k]! - sentAt[k - 1]!).toBeGreaterThanOrEqual(98);
+        expect(sentAt[k]! - sentAt[k - 1]!).toBeGreaterThanOrEqual(95);
+        expect(arrivedAt[k]! - sentAt[k - 1]!).toBeGreaterThanOrEqual(95);
         expect(arrivedAt[k]!).toBeGreaterThanOrEqual(sentAt[k]!);
       }
       expect([throttler.active, throttler.held]).toEqual([0, 0]);
