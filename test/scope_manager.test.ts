@@ -593,6 +593,40 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
       m.recordAnnounced(40, { ...told, remaining: 0, sentAt: 0 });
       expect({ told, hold: m.canSend(40) }).toEqual({ told, hold });
     }
+    // A bucket of 1 that says "remaining 0, reset 1" after every request,
+    // answered in 40 ms, each send as soon as the scope lets it: tries that
+    // pass halve the share (holds of 500, 250 of the told second; 460 and
+    // 150 end at the earlier bound of the resets told, the sends' own), and
+    // the try of a quarter refused (the seventh) is held half the told
+    // second, the share in use, not all of it.
+    {
+      const m = manager({ delayMs: 0, concurrency: 4 });
+      const holds: number[] = [];
+      let t = 0;
+      for (let k = 0; k < 8; k++) {
+        const refused = k === 6;
+        m.recordSent(t);
+        if (refused) {
+          m.recordBackoff(t + 40, {
+            holdMs: 1_000,
+            explained: true,
+            cause: "status 429",
+            sentAt: t,
+          });
+        }
+        m.recordAnnounced(t + 40, {
+          limit: 1,
+          remaining: 0,
+          resetInMs: 1_000,
+          sentAt: t,
+          refused,
+        });
+        m.recordDone(t + 40, { latencyMs: 40, status: refused ? 429 : 200, sentAt: t });
+        holds.push(m.canSend(t + 40));
+        t += 40 + holds.at(-1)!;
+      }
+      expect(holds).toEqual([500, 460, 500, 250, 150, 250, 500, 150]);
+    }
     // The try's send refused: held as told, and the next spent budget
     // (told by that refusal) is not tried again at once.
     const m = manager({ delayMs: 0, concurrency: 4 });
