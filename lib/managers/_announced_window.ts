@@ -202,12 +202,11 @@ export class AnnouncedWindow {
 
   /** Past the reset: the learned quota's next window, or nothing in force. */
   #roll(now: number): void {
-    if (!Number.isNaN(this.#earlyTold)) {
-      const told = this.#earlyTold;
-      this.#earlyTold = Number.NaN;
-      if (now < told) {
+    if (this.#earlyRoll) {
+      this.#earlyRoll = false;
+      if (now < this.#earlyUntil) {
         // An early hold's end (see `earlyEnd`): one send, until the told reset.
-        this.resetAt = told;
+        this.resetAt = this.#earlyUntil;
         this.left = 1;
         this.gapMs = 0;
         this.#rolled = false;
@@ -379,8 +378,8 @@ export class AnnouncedWindow {
   #earlyFrom = Number.NaN;
   #earlyUntil = Number.NaN;
   #earlySentAt = Number.NaN;
-  /** The told reset a shortened hold ends before (see `#roll`; NaN: none). */
-  #earlyTold = Number.NaN;
+  /** The next roll is a shortened hold's end, before the told reset `#earlyUntil` (see `#roll`). */
+  #earlyRoll = false;
 
   /**
    * Where the hold of a budget spent at `now` ends, for a reset at
@@ -390,8 +389,9 @@ export class AnnouncedWindow {
   earlyEnd(now: number, resetAt: number, toldMs: number): number {
     // The share is of the reset as this answer told it (whole seconds); the
     // hold ends no later than `resetAt`, the tighter bound of the resets told.
-    const told = Math.min(toldMs, resetAt - now);
-    if (!(told > 0 && toldMs <= EARLY_UP_TO_MS && this.limit <= EARLY_LIMIT_MAX)) return resetAt;
+    if (!(resetAt > now && toldMs <= EARLY_UP_TO_MS && this.limit <= EARLY_LIMIT_MAX)) {
+      return resetAt;
+    }
     // A window said (RateLimit-Policy's `w`) is a policy, obeyed as told;
     // epoch resets are tried by `windowToTry` (the next whole second says
     // nothing steady for a share to scale).
@@ -412,7 +412,7 @@ export class AnnouncedWindow {
     this.#earlyFrom = end;
     this.#earlyUntil = resetAt;
     this.#earlySentAt = Number.NaN;
-    this.#earlyTold = resetAt;
+    this.#earlyRoll = true;
     return end;
   }
 

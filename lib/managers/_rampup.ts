@@ -616,13 +616,7 @@ export class RampupController {
 
     // A block: refused again before any later send was admitted.
     if (this.#lastCutWasRate && !Number.isNaN(this.#blockStart)) {
-      const wait = this.#probeMs;
-      this.#probeMs *= PROBE_GROWTH;
-      const until = now + wait;
-      if (until > this.holdUntil) this.holdUntil = until;
-      // The probe's wait is the scope's own hold: not slow sending either.
-      const from = Math.max(now, this.#heldUntil);
-      if (until > from) this.#heldMs += until - from;
+      const wait = this.#probeWait(now);
       if (!Number.isNaN(this.#episodeStart)) this.#episodeHolds++;
       this.#lastCutAt = now;
       // One probe at a time: a burst at the end of each wait is refused whole.
@@ -834,6 +828,21 @@ export class RampupController {
     return this.#report(knobs, why);
   }
 
+  /**
+   * The wait before a block's next probe, from `now`: held for it (the
+   * controller's own hold, left out of the sending time like a server's),
+   * and the wait after it grows.
+   */
+  #probeWait(now: number): number {
+    const wait = this.#probeMs;
+    this.#probeMs *= PROBE_GROWTH;
+    const until = now + wait;
+    if (until > this.holdUntil) this.holdUntil = until;
+    const from = Math.max(now, this.#heldUntil);
+    if (until > from) this.#heldMs += until - from;
+    return wait;
+  }
+
   /** See the caller in `onTrigger`: a block from the cap's cut on, probed at growing waits. */
   #loneRefused(now: number, knobs: RampKnobs): string {
     const start = this.#lastCutAt;
@@ -842,11 +851,7 @@ export class RampupController {
     this.#blockStart = start;
     this.#blockHeld = this.#heldUntil > now;
     this.#probeMs = Math.max(FIRST_PROBE_MS, 2 * (this.#latencyMs || 0));
-    const wait = this.#probeMs;
-    this.#probeMs *= PROBE_GROWTH;
-    if (now + wait > this.holdUntil) this.holdUntil = now + wait;
-    const from = Math.max(now, this.#heldUntil);
-    if (now + wait > from) this.#heldMs += now + wait - from;
+    const wait = this.#probeWait(now);
     this.#apply(knobs);
     knobs.concurrency = 1;
     return this.#report(
