@@ -321,6 +321,57 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(refused).toBeLessThanOrEqual(4);
   });
 
+  it("probes above a found limit that pass come sooner and go further: a limit found low is left in a few windows", () => {
+    // A strict spacer (no Retry-After) that admits 10/s for its first 3 s,
+    // then 40/s (a limit read low: a cap read as a rate, a held estimate).
+    // Probing at PROBE_STEP once per window, the scope needed 47 windows to
+    // get from 10/s to 40/s. [seconds since the last probe, step]
+    const m = manager({ delayMs: 0, concurrency: 8 }, { backoff: { windowMs: 10_000 } });
+    let lastAdmitted = -Infinity;
+    const out: { sentAt: number; status: number }[] = [];
+    const probes: { at: number; why: string }[] = [];
+    let refusedAfter = 0;
+    for (let t = 0; t <= 120_000; t++) {
+      while (out.length > 0 && out[0]!.sentAt + 20 <= t) {
+        const { sentAt, status } = out.shift()!;
+        if (status !== 200) m.recordBackoff(t, { cause: "status 503", sentAt });
+        m.recordDone(t, { latencyMs: 20, status, sentAt });
+      }
+      while (m.canSend(t) <= 0) {
+        m.recordSent(t);
+        const admit = t - lastAdmitted >= (t < 3_000 ? 100 : 25);
+        if (admit) lastAdmitted = t;
+        else if (t >= 3_000) refusedAfter++;
+        out.push({ sentAt: t, status: admit ? 200 : 503 });
+      }
+      for (const step of m.advance(t)) {
+        if (step.kind === "rampup" && step.why.includes("probing")) {
+          probes.push({ at: t, why: step.why });
+        }
+      }
+    }
+    const table = probes.slice(0, 5).map((p, i) => [
+      i === 0 ? "first" : Math.round((p.at - probes[i - 1]!.at) / 100) / 10,
+      p.why.replace(/^quiet at [\d.]+\/s /, "").replace(/: probing [\d.]+\/s$/, ""),
+    ]);
+    expect(table).toEqual([
+      ["first", "for a window"],
+      // Half a window, a quarter, an eighth, a sixteenth: each at the end of
+      // the quiet round that reached it.
+      [5.1, "after 1 quiet probes"],
+      [2.8, "after 2 quiet probes"],
+      [1.3, "after 3 quiet probes"],
+      [0.8, "after 4 quiet probes"],
+    ]);
+    // Each probe that passed went twice as far as the one before.
+    const rates = probes.slice(0, 5).map((p) => Number(/probing ([\d.]+)\/s/.exec(p.why)![1]));
+    const from = probes.slice(0, 5).map((p) => Number(/^quiet at ([\d.]+)\/s/.exec(p.why)![1]));
+    expect(rates.map((r, i) => Math.round((r / from[i]! - 1) * 100))).toEqual([3, 6, 12, 24, 48]);
+    // Near the new limit within a minute of the first probe, at few refusals.
+    expect(m.state(120_000).delayMs).toBeLessThan(1000 / 30);
+    expect(refusedAfter).toBeLessThanOrEqual(8);
+  });
+
   it("a learned pace is a floor for jitter: a strict spacer sees no gap shorter than it", () => {
     const r = runZooCrawl({
       site: {
