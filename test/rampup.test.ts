@@ -49,6 +49,40 @@ function summary(steps: readonly ScopeStep[]): string[] {
   );
 }
 
+/**
+ * Drives `m` against a strict spacer in virtual time, one ms a step, from 0 to
+ * `until`: a send is admitted `gapMs(t)` or more after the last admitted one,
+ * refused (503, no Retry-After) otherwise, and answered `latency` ms later.
+ * Returns the rampup steps with their times and the refused sends' times.
+ */
+function driveSpacer(
+  m: ThrottlingScopeManager,
+  opts: { gapMs: (t: number) => number; latency: number; until: number },
+): { steps: { at: number; why: string }[]; refusedAt: number[] } {
+  let lastAdmitted = -Infinity;
+  const out: { sentAt: number; status: number }[] = [];
+  const steps: { at: number; why: string }[] = [];
+  const refusedAt: number[] = [];
+  for (let t = 0; t <= opts.until; t++) {
+    while (out.length > 0 && out[0]!.sentAt + opts.latency <= t) {
+      const { sentAt, status } = out.shift()!;
+      if (status !== 200) m.recordBackoff(t, { cause: "status 503", sentAt });
+      m.recordDone(t, { latencyMs: opts.latency, status, sentAt });
+    }
+    while (m.canSend(t) <= 0) {
+      m.recordSent(t);
+      const admit = t - lastAdmitted >= opts.gapMs(t);
+      if (admit) lastAdmitted = t;
+      else refusedAt.push(t);
+      out.push({ sentAt: t, status: admit ? 200 : 503 });
+    }
+    for (const step of m.advance(t)) {
+      if (step.kind === "rampup") steps.push({ at: t, why: step.why });
+    }
+  }
+  return { steps, refusedAt };
+}
+
 describe("rampup (slow start: the reference's steps, per round)", () => {
   it("ThrottlingScopeManager rampup halves the delay each busy quiet round down to minDelay, then doubles concurrency", () => {
     const m = manager({ delayMs: 800, rampup: { minDelayMs: 100 } });
@@ -327,29 +361,13 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     // Probing at PROBE_STEP once per window, the scope needed 47 windows to
     // get from 10/s to 40/s. [seconds since the last probe, step]
     const m = manager({ delayMs: 0, concurrency: 8 }, { backoff: { windowMs: 10_000 } });
-    let lastAdmitted = -Infinity;
-    const out: { sentAt: number; status: number }[] = [];
-    const probes: { at: number; why: string }[] = [];
-    let refusedAfter = 0;
-    for (let t = 0; t <= 120_000; t++) {
-      while (out.length > 0 && out[0]!.sentAt + 20 <= t) {
-        const { sentAt, status } = out.shift()!;
-        if (status !== 200) m.recordBackoff(t, { cause: "status 503", sentAt });
-        m.recordDone(t, { latencyMs: 20, status, sentAt });
-      }
-      while (m.canSend(t) <= 0) {
-        m.recordSent(t);
-        const admit = t - lastAdmitted >= (t < 3_000 ? 100 : 25);
-        if (admit) lastAdmitted = t;
-        else if (t >= 3_000) refusedAfter++;
-        out.push({ sentAt: t, status: admit ? 200 : 503 });
-      }
-      for (const step of m.advance(t)) {
-        if (step.kind === "rampup" && step.why.includes("probing")) {
-          probes.push({ at: t, why: step.why });
-        }
-      }
-    }
+    const { steps, refusedAt } = driveSpacer(m, {
+      gapMs: (t) => (t < 3_000 ? 100 : 25),
+      latency: 20,
+      until: 120_000,
+    });
+    const probes = steps.filter((s) => s.why.includes("probing"));
+    const refusedAfter = refusedAt.filter((t) => t >= 3_000).length;
     const table = probes.slice(0, 5).map((p, i) => [
       i === 0 ? "first" : Math.round((p.at - probes[i - 1]!.at) / 100) / 10,
       p.why.replace(/^quiet at [\d.]+\/s /, "").replace(/: probing [\d.]+\/s$/, ""),
@@ -370,6 +388,19 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     // Near the new limit within a minute of the first probe, at few refusals.
     expect(m.state(120_000).delayMs).toBeLessThan(1000 / 30);
     expect(refusedAfter).toBeLessThanOrEqual(8);
+  });
+
+  it("a pace refused at its first sends, under 10% above a quiet one, ends the search there: no refusal per last percent", () => {
+    // An 8/s strict spacer: the bisection down from a refused 10.08/s to the
+    // quiet 7.75/s was refused at 8.91, 8.33 and 8.04/s, one refusal a step
+    // (5% of a 200-page crawl's requests).
+    const m = manager({ delayMs: 0, concurrency: 8 }, { backoff: { windowMs: 60_000 } });
+    const { steps, refusedAt } = driveSpacer(m, { gapMs: () => 125, latency: 40, until: 30_000 });
+    const last = steps.findLast((s) => s.why.startsWith("refused at the first sends"))!;
+    expect(last.why).toMatch(/^refused at the first sends at 8\.4\/s: back to 7\.81\/s$/);
+    // No refusal after it: 7.81/s is the limit found, 0.98 of the site's.
+    expect(refusedAt.filter((t) => t > last.at + 1_000)).toEqual([]);
+    expect(1000 / m.state(30_000).delayMs).toBeGreaterThan(7.8);
   });
 
   it("a learned pace is a floor for jitter: a strict spacer sees no gap shorter than it", () => {

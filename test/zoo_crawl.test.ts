@@ -587,6 +587,9 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
     0.62,
     0.05,
   ],
+  // 0.93 until a refusal at the first sends under 10% above a quiet pace
+  // ended the search there (refused at 4/s, quiet at 3.71/s: 0.89, the same
+  // 12 refused; over the zoo it spared refusals: 476 → 466 misses).
   [
     {
       name: "gcra 4/s, 5 ms",
@@ -595,7 +598,7 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
       status: 503,
     },
     false,
-    0.9,
+    0.88,
     0.075,
   ],
   // A bucket that ran dry after a hold refused six sent at once with one
