@@ -137,6 +137,13 @@ const STRICT_SENDS = 4;
  * send, held time left out (see `onTrigger`).
  */
 const QUARTER_ABOVE = 2;
+/**
+ * Sends on their way at a bucket's first cut that say what it refills (see
+ * `#checkInFlight`; 3: zoo misses 445, 4: 444, 6: 451, none: 466).
+ */
+const IN_FLIGHT_MIN_SENDS = 4;
+/** Their rate lowers the cut when under this share of it (0.65 to 0.9: the same misses). */
+const IN_FLIGHT_BELOW = 0.8;
 /** Admits a period needs before its block is read as a window. */
 const WINDOW_MIN_ADMITS = 3;
 /** A window's estimated rate may be this much too low: bisection may climb that far above it. */
@@ -257,6 +264,11 @@ export class RampupController {
    * though far apart when sent), so reaching it quiet means climbing on.
    */
   #hiSoft = false;
+  /** The sends on their way at a bucket's first cut, and what they got (see `#checkInFlight`). */
+  #inFlightAtCut:
+    | { from: number; to: number; sends: number; answered: number; admits: number }
+    | undefined = undefined;
+  #inFlightRate = 0;
   /** The pace the last climb step went up from (quiet long enough to climb). */
   #climbedFrom = 0;
   /**
@@ -328,6 +340,29 @@ export class RampupController {
     if (active > this.#roundMaxActive) this.#roundMaxActive = active;
   }
 
+  /**
+   * An answer to a send made between the first refused send of a bucket's
+   * spent burst and the cut: once all are in, what they admitted over that
+   * span is what the empty bucket refilled (its rate). Well below the cut
+   * (which halves from the pace that spent the burst), the scope goes there
+   * at once instead of after another round trip's worth of refusals (a 10/s
+   * bucket of 25 cut from 55/s to 27.5/s: 12 refused, 9 now).
+   */
+  #checkInFlight(sentAt: number | undefined, admit: boolean): void {
+    const c = this.#inFlightAtCut;
+    if (c === undefined || sentAt === undefined || !(sentAt > c.from && sentAt <= c.to)) return;
+    c.answered++;
+    if (admit) c.admits++;
+    if (c.answered < c.sends) return;
+    this.#inFlightAtCut = undefined;
+    const rate = (Math.max(1, c.admits) * 1000) / Math.max(1, c.to - c.from);
+    // None admitted: a window that ran out (its block tells the rest).
+    if (c.admits >= 1 && rate < this.rate * IN_FLIGHT_BELOW) {
+      this.#inFlightRate = rate;
+      this.#needsApply = true;
+    }
+  }
+
   /** The in-flight count of a send at `sentAt` (see `SendLog.take`). */
   #fOf(sentAt: number | undefined, refused: boolean): number | undefined {
     return sentAt === undefined ? undefined : this.#sends.take(sentAt, refused);
@@ -357,6 +392,7 @@ export class RampupController {
     // Counted by send: requests in flight at the first refusal were sent
     // before it (a slow start's burst), they say nothing of the rate.
     if (sentAt === undefined || sentAt > this.#episodeStart) this.#episodeAdmits++;
+    this.#checkInFlight(sentAt, true);
     if (sentAt !== undefined && sentAt > this.#lastCutAt && !Number.isNaN(this.#blockStart)) {
       this.#endBlock(now, sentAt);
     }
@@ -517,7 +553,10 @@ export class RampupController {
       (sentAt < this.#firstOwnSendAt ? Math.min(activeNow, MAX_F) : undefined);
     if (sentAt !== undefined) this.#discount(sentAt);
     // Sent before (or at the instant of) the last cut: answered for by it.
-    if (sentAt !== undefined && sentAt <= this.#lastCutAt) return undefined;
+    if (sentAt !== undefined && sentAt <= this.#lastCutAt) {
+      this.#checkInFlight(sentAt, false);
+      return undefined;
+    }
     if (sentAt !== undefined) this.#lastRefusedAt = sentAt;
     if (this.#phase === "start" && !Number.isNaN(this.#firstSendAt)) {
       // What the site admitted before its first refusal: a saved burst shows.
@@ -836,6 +875,15 @@ export class RampupController {
     this.#hiSoft = firstPace && this.#firstAdmits <= BURST_MIN &&
       (this.limits.mode === "rampup" || atOnce);
     if (this.#hiSoft) this.#climbBurst = this.#firstAdmits;
+    // The first cut after a run of admits (a bucket's burst spent): the
+    // sends already on their way will say what the empty bucket refills.
+    const onTheirWay = firstPace && !burst && sentAt !== undefined &&
+        this.#firstAdmits > BURST_MIN
+      ? this.#sends.countSince(sentAt + 0.001)
+      : 0;
+    this.#inFlightAtCut = onTheirWay >= IN_FLIGHT_MIN_SENDS
+      ? { from: sentAt!, to: now, sends: onTheirWay, answered: 0, admits: 0 }
+      : undefined;
     this.#cut(now, true);
     this.#blockStart = now;
     // The trigger's own hold (told just before it) holds the block too.
@@ -1209,6 +1257,22 @@ export class RampupController {
    * the next send.
    */
   advance(now: number, knobs: RampKnobs, steps: ScopeStep[]): void {
+    if (this.#inFlightRate > 0) {
+      const r = this.#inFlightRate;
+      this.#inFlightRate = 0;
+      const next = this.#clampRate(ESTIMATE_SHARE * r);
+      if (next < this.rate) {
+        this.#hi = Math.min(this.#hi, 2 * r);
+        this.rate = next;
+        this.#apply(knobs);
+        steps.push({
+          kind: "rampup",
+          delayMs: knobs.delayMs,
+          concurrency: knobs.concurrency,
+          why: `in flight at the cut: admitted ${fmt(r)}/s: rate ${fmt(next)}/s`,
+        });
+      }
+    }
     if (this.#needsApply) {
       this.#needsApply = false;
       this.#apply(knobs);
