@@ -384,7 +384,7 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
       ["first", "for a window"],
       // Half a window, a quarter, an eighth, a sixteenth: each at the end of
       // the quiet round that reached it.
-      [5.1, "after 1 quiet probes"],
+      [5.1, "after 1 quiet probe"],
       [2.8, "after 2 quiet probes"],
       [1.3, "after 3 quiet probes"],
       [0.8, "after 4 quiet probes"],

@@ -268,6 +268,7 @@ export class RampupController {
   #inFlightAtCut:
     | { from: number; to: number; sends: number; answered: number; admits: number }
     | undefined = undefined;
+  /** What those sends were admitted at, to go to at the next `advance` (0: nothing to do). */
   #inFlightRate = 0;
   /** The pace the last climb step went up from (quiet long enough to climb). */
   #climbedFrom = 0;
@@ -1390,8 +1391,9 @@ export class RampupController {
       const most = this.#costlyRefusal ? MAX_PROBE_STEP / 2 : MAX_PROBE_STEP;
       next = before * (1 + Math.min(most, PROBE_STEP * 2 ** this.#probesPassed));
       this.#hi = Infinity;
+      const passed = this.#probesPassed;
       why = `quiet at ${fmt(before)}/s ${
-        this.#probesPassed === 0 ? "for a window" : `after ${this.#probesPassed} quiet probes`
+        passed === 0 ? "for a window" : `after ${passed} quiet probe${passed === 1 ? "" : "s"}`
       }: probing ${fmt(next)}/s`;
     } else {
       return;
@@ -1407,8 +1409,8 @@ export class RampupController {
    * probe that a refusal answered doubles the quiet time before the next (up
    * to 32 windows), and a probe that went unanswered for its quiet time
    * brings it back to one window, the next after it sooner and further. A
-   * refusal can cost a long hold
-   * (Retry-After), so probing a limit that holds must become rare.
+   * refusal can cost a long hold (Retry-After), so probing a limit that holds
+   * must become rare.
    */
   #probeDue(now: number): boolean {
     const window = this.limits.windowMs;
