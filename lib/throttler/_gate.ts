@@ -237,21 +237,33 @@ export abstract class Gate extends ScopeStore {
     for (const step of steps) this.emitStep(scope, step, now);
   }
 
-  /** Tell watchers; keep a wake-up timer for changes the manager makes by itself. */
+  /**
+   * Tell watchers; keep a wake-up timer for changes the manager makes by itself.
+   * Called twice per request (its send and its answer): the common case, no
+   * listener and no wake wanted or armed, is a few checks and one call of
+   * `nextWakeAt`; the rest is in the methods it calls.
+   */
   protected changed(scope: string, entry: ScopeEntry, now: number): void {
     if (this.#changes.observed) (this.#changedScopes ??= new Set()).add(scope);
-    if (this.allWatchers.size > 0 || this.watchers.size > 0) {
-      const set = this.watchers.get(scope);
-      if (set !== undefined || this.allWatchers.size > 0) {
-        const s = this.stateOf(scope, entry);
-        if (set !== undefined) { for (const fn of set) fn(s); }
-        for (const fn of this.allWatchers) fn(s);
-        this.clockStale();
-      }
+    if (this.allWatchers.size > 0 || this.watchers.size > 0) this.#tellWatchers(scope, entry);
+    if (this.#attached > 0) {
+      const manager = entry.manager;
+      if (manager.nextWakeAt === undefined) return;
+      const at = manager.nextWakeAt(now);
+      const timers = entry.timers;
+      // No wake wanted and none armed: nothing to do.
+      if (at === undefined && (timers === undefined || timers.wake === undefined)) return;
+      this.#armWake(scope, entry, now, at);
     }
-    if (this.#attached > 0 && entry.manager.nextWakeAt !== undefined) {
-      this.#armWake(scope, entry, now);
-    }
+  }
+
+  #tellWatchers(scope: string, entry: ScopeEntry): void {
+    const set = this.watchers.get(scope);
+    if (set === undefined && this.allWatchers.size === 0) return;
+    const s = this.stateOf(scope, entry);
+    if (set !== undefined) { for (const fn of set) fn(s); }
+    for (const fn of this.allWatchers) fn(s);
+    this.clockStale();
   }
 
   /** Emit the scopes changed since the last time, unless the dispatch loop is still running. */
@@ -489,8 +501,8 @@ export abstract class Gate extends ScopeStore {
     });
   }
 
-  #armWake(scope: string, entry: ScopeEntry, now: number): void {
-    const at = entry.manager.nextWakeAt!(now);
+  /** `at`: what the manager's `nextWakeAt(now)` answered. */
+  #armWake(scope: string, entry: ScopeEntry, now: number, at: number | undefined): void {
     if (at === undefined) {
       clearWake(entry);
       return;
