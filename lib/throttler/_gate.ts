@@ -20,10 +20,7 @@
 import { type Observable, Subject } from "rxjs";
 import type { WaitReason } from "../events.ts";
 import { ThrottlingScopeManager } from "../managers/scope_manager.ts";
-import type {
-  DoneInfo,
-  ThrottlingScopeManagerProtocol,
-} from "../managers/scope_manager_protocol.ts";
+import type { DoneInfo } from "../managers/scope_manager_protocol.ts";
 import type { RequestScopes } from "../scopes/scopes.ts";
 import { scheduleAfter } from "../util/_timer.ts";
 import { clearTimer, clearWake, newTimers, type ScopeEntry } from "./_scope_entry.ts";
@@ -342,7 +339,7 @@ export abstract class Gate extends ScopeStore {
       this.touch(entry);
       entry.manager.recordSent(now, amounts[i]);
       if (traffic.meters > 0) traffic.count(scope, entry).sent++;
-      if (amounts[i] === undefined) this.#checkQuotaAmounts(scope, entry.manager);
+      if (amounts[i] === undefined) this.#checkQuotaAmounts(scope, entry);
       this.changed(scope, entry, now);
     }
     owner.start(request, attempt, claims, now, names.length === 1 ? entry : undefined);
@@ -538,8 +535,11 @@ export abstract class Gate extends ScopeStore {
   }
 
   /** A quota scope whose requests carry no amounts never uses its quota: say so once. */
-  #checkQuotaAmounts(scope: string, manager: ThrottlingScopeManagerProtocol): void {
-    if (!(manager instanceof ThrottlingScopeManager)) return;
+  #checkQuotaAmounts(scope: string, entry: ScopeEntry): void {
+    const m = entry.manager;
+    // A default entry is its own manager (no type check per send).
+    if ((m as unknown) !== entry && !(m instanceof ThrottlingScopeManager)) return;
+    const manager = m as ThrottlingScopeManager;
     const quota = manager.config.quota;
     if (quota === undefined || manager.quotaAmountSeen) return;
     this.warnOnce(
