@@ -12,8 +12,8 @@
  * objects from the scope store and passes them down; add no lookup, closure
  * or allocation per request (bench/core.bench.ts measures it).
  *
- * Size: a little over 500 lines, on purpose: the whole hot path stays on one
- * object (issue 14), where a call into another layer would cost every request.
+ * Size: about 630 lines, on purpose: the whole hot path stays on one object
+ * (issue 14), where a call into another layer would cost every request.
  *
  * @module
  */
@@ -23,12 +23,24 @@ import { ThrottlingScopeManager } from "../managers/scope_manager.ts";
 import type { DoneInfo } from "../managers/scope_manager_protocol.ts";
 import type { RequestScopes } from "../scopes/scopes.ts";
 import { scheduleAfter } from "../util/_timer.ts";
-import { clearTimer, clearWake, newTimers, type ScopeEntry } from "./_scope_entry.ts";
+import {
+  clearTimer,
+  clearWake,
+  type DefaultScopeEntry,
+  newTimers,
+  type ScopeEntry,
+} from "./_scope_entry.ts";
 import { ScopeStore } from "./_scope_store.ts";
 import { type GateOwner, TicketQueue } from "./_ticket_queue.ts";
 import { TrafficCounter } from "./_traffic.ts";
 
 const NO_AMOUNTS: readonly (number | undefined)[] = [];
+
+/** When an answered request was sent and how long it took (an outcome has both). */
+interface Timing {
+  readonly sentAt: number;
+  readonly latencyMs: number;
+}
 
 /**
  * Dispatches requests over the scope store. Abstract: only `Throttler` is
@@ -45,6 +57,18 @@ export abstract class Gate extends ScopeStore {
    * it is still that scope's entry, it spares hashing the name again.
    */
   readonly #dirtyEntries: (ScopeEntry | undefined)[] = [];
+  /**
+   * What a default manager is told of an answer (see `#release`): it reads
+   * the fields during `recordDone` and keeps none of them (its adaptive parts
+   * included, lib/managers/_rampup.ts), so one object serves every request.
+   * The numbers start as doubles, so V8 writes them in place.
+   */
+  readonly #answer: {
+    latencyMs: number;
+    status: number | undefined;
+    failed: boolean;
+    sentAt: number;
+  } = { latencyMs: Number.NaN, status: undefined, failed: false, sentAt: Number.NaN };
   /** Scopes whose head could go but for the global cap. */
   readonly #stalled = new Set<string>();
   #draining = false;
@@ -161,18 +185,52 @@ export abstract class Gate extends ScopeStore {
    * `slot` is what `GateOwner.start` was given, if kept.
    */
   release(scopes: RequestScopes, result?: DoneInfo, slot?: object): void {
+    if (result === undefined) this.#release(scopes, slot, undefined, undefined, false, undefined);
+    else this.#release(scopes, slot, result, result.status, result.failed === true, result);
+  }
+
+  /**
+   * @internal A started request settled (`failed`: as an error outcome):
+   * `release`, with what its managers are told read from its outcome
+   * (`sentAt`, `latencyMs`), so that no object is made per request for a
+   * default manager.
+   */
+  answered(
+    scopes: RequestScopes,
+    slot: object | undefined,
+    outcome: Timing,
+    status: number | undefined,
+    failed: boolean,
+  ): void {
+    this.#release(scopes, slot, outcome, status, failed, undefined);
+  }
+
+  /**
+   * `told`: the timing of the answer the managers hear of (else they are
+   * told `recordDone(now)` alone); `given`: the caller's own object for it,
+   * if it made one (then every manager gets that object, as the caller meant).
+   */
+  #release(
+    scopes: RequestScopes,
+    slot: object | undefined,
+    told: Timing | DoneInfo | undefined,
+    status: number | undefined,
+    failed: boolean,
+    given: DoneInfo | undefined,
+  ): void {
     this.clockStale();
     const now = this.clock();
     this.#active--;
     const names = scopes.names;
     const traffic = this.traffic;
     const metered = traffic.meters > 0;
-    const failed = metered && result !== undefined &&
-      (result.failed === true || (result.status !== undefined && result.status >= 400));
+    const bad = metered && told !== undefined &&
+      (failed || (status !== undefined && status >= 400));
     if (metered) {
       traffic.totals.done++;
-      if (failed) traffic.totals.failed++;
+      if (bad) traffic.totals.failed++;
     }
+    let made: DoneInfo | undefined;
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
       const held = slot as ScopeEntry | undefined;
@@ -180,11 +238,27 @@ export abstract class Gate extends ScopeStore {
           held.slot >= 0
         ? held
         : this.entry(scope);
-      entry.manager.recordDone(now, result);
+      const manager = entry.manager;
+      if (told === undefined || given !== undefined) manager.recordDone(now, given);
+      else if ((manager as unknown) === entry && !(entry as DefaultScopeEntry).exposed) {
+        // The default manager keeps nothing of what it is told: one object
+        // per throttler, filled right before the call (a listener called
+        // below may release another request, which fills it again).
+        const a = this.#answer;
+        a.latencyMs = told.latencyMs;
+        a.status = status;
+        a.failed = failed;
+        a.sentAt = (told as Timing).sentAt;
+        manager.recordDone(now, a);
+      } else {
+        // Any other manager may keep it: its own object, as before.
+        made ??= { latencyMs: told.latencyMs, status, failed, sentAt: (told as Timing).sentAt };
+        manager.recordDone(now, made);
+      }
       if (metered) {
         const t = traffic.count(scope, entry);
         t.done++;
-        if (failed) t.failed++;
+        if (bad) t.failed++;
       }
       this.changed(scope, entry, now);
       // A scope that never queued a request has nothing to pump (#pumpScope returns at once).
