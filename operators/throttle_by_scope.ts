@@ -432,11 +432,7 @@ class Flight<R, T> implements DownloadContext {
     // Emitted before the slot is freed: backoff recorded downstream must be
     // in place before this scope's next request can be released.
     gate.emit(outcome);
-    throttler.release(
-      this.claims,
-      { latencyMs, status, failed: kind === "error", sentAt: this.sentAt },
-      this.slot,
-    );
+    throttler.answered(this.claims, this.slot, outcome, status, kind === "error");
     gate.maybeComplete();
   }
 

@@ -17,6 +17,7 @@ import type { ThrottleEvent } from "../lib/events.ts";
 import type { RequestObject } from "../lib/request.ts";
 import { resubmitOf } from "../lib/_resubmit.ts";
 import { InvalidScopesError } from "../lib/scopes/scopes.ts";
+import { ThrottlingScopeManager } from "../lib/managers/scope_manager.ts";
 import type { ThrottlerSettingsInput } from "../lib/settings/settings.ts";
 import {
   createThrottler,
@@ -82,6 +83,61 @@ describe("throttleByScope()", () => {
     expect(out.values).toHaveLength(10);
     expect(out.completedAt).toBe(400);
     expect([throttler.active, throttler.held]).toEqual([0, 0]);
+  });
+
+  it("throttleByScope() tells every scope manager of each answer: its latency, status, failure and send time", () => {
+    // A custom manager may keep what it is told: each answer is its own
+    // object. The default managers are told the same values.
+    const told: { scope: string; info: unknown }[] = [];
+    const { scheduler, throttler } = setup(
+      { concurrentRequestsPerDomain: 1, adaptive: false },
+      () => 0,
+      {
+        scopeManager: ({ scope, config, random }) => {
+          const m = new ThrottlingScopeManager({ scope, config, random });
+          const recordDone = m.recordDone.bind(m);
+          m.recordDone = (now, result) => {
+            told.push({ scope, info: result });
+            recordDone(now, result);
+          };
+          return m;
+        },
+      },
+    );
+    const latency: Record<string, number> = { "http://a.test/1": 30, "http://a.test/2": 50 };
+    const download = (url: Req, _: unknown, on = scheduler) =>
+      timer(latency[url as string] ?? 20, on).pipe(
+        map(() => {
+          if (url === "http://a.test/2") throw new Error("down");
+          return { status: url === "http://a.test/1" ? 503 : 200 };
+        }),
+      );
+    const out = collect(
+      throttler,
+      from(["http://a.test/1", "http://a.test/2", "http://a.test/3"]).pipe(
+        throttleByScope(throttler, download),
+      ),
+    );
+    scheduler.flush();
+    expect(out.values.map((v) => v.value.kind)).toEqual(["response", "error", "response"]);
+    expect(told).toEqual([
+      { scope: "a.test", info: { latencyMs: 30, status: 503, failed: false, sentAt: 0 } },
+      { scope: "a.test", info: { latencyMs: 50, status: undefined, failed: true, sentAt: 30 } },
+      { scope: "a.test", info: { latencyMs: 20, status: 200, failed: false, sentAt: 80 } },
+    ]);
+    expect(new Set(told.map((t) => t.info)).size).toBe(3);
+
+    // The default manager of a scope reaches the same state from the same answers.
+    const plain = setup({ concurrentRequestsPerDomain: 1, adaptive: false }, () => 0);
+    const seen = collect(
+      plain.throttler,
+      from(["http://a.test/1", "http://a.test/2", "http://a.test/3"]).pipe(
+        throttleByScope(plain.throttler, (url) => download(url, undefined, plain.scheduler)),
+      ),
+    );
+    plain.scheduler.flush();
+    expect(seen.values.map((v) => v.value.kind)).toEqual(["response", "error", "response"]);
+    expect(plain.throttler.state("a.test")).toEqual(throttler.state("a.test"));
   });
 
   it("throttleByScope() spaces a scope's next send from when a late request went out (DownloadContext.wentOut)", () => {

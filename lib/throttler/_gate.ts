@@ -12,26 +12,35 @@
  * objects from the scope store and passes them down; add no lookup, closure
  * or allocation per request (bench/core.bench.ts measures it).
  *
- * Size: a little over 500 lines, on purpose: the whole hot path stays on one
- * object (issue 14), where a call into another layer would cost every request.
+ * Size: about 630 lines, on purpose: the whole hot path stays on one object
+ * (issue 14), where a call into another layer would cost every request.
  *
  * @module
  */
 import { type Observable, Subject } from "rxjs";
 import type { WaitReason } from "../events.ts";
 import { ThrottlingScopeManager } from "../managers/scope_manager.ts";
-import type {
-  DoneInfo,
-  ThrottlingScopeManagerProtocol,
-} from "../managers/scope_manager_protocol.ts";
+import type { DoneInfo } from "../managers/scope_manager_protocol.ts";
 import type { RequestScopes } from "../scopes/scopes.ts";
 import { scheduleAfter } from "../util/_timer.ts";
-import { clearTimer, clearWake, newTimers, type ScopeEntry } from "./_scope_entry.ts";
+import {
+  clearTimer,
+  clearWake,
+  type DefaultScopeEntry,
+  newTimers,
+  type ScopeEntry,
+} from "./_scope_entry.ts";
 import { ScopeStore } from "./_scope_store.ts";
 import { type GateOwner, TicketQueue } from "./_ticket_queue.ts";
 import { TrafficCounter } from "./_traffic.ts";
 
 const NO_AMOUNTS: readonly (number | undefined)[] = [];
+
+/** When an answered request was sent and how long it took (an outcome has both). */
+interface Timing {
+  readonly sentAt: number;
+  readonly latencyMs: number;
+}
 
 /**
  * Dispatches requests over the scope store. Abstract: only `Throttler` is
@@ -48,6 +57,18 @@ export abstract class Gate extends ScopeStore {
    * it is still that scope's entry, it spares hashing the name again.
    */
   readonly #dirtyEntries: (ScopeEntry | undefined)[] = [];
+  /**
+   * What a default manager is told of an answer (see `#release`): it reads
+   * the fields during `recordDone` and keeps none of them (its adaptive parts
+   * included, lib/managers/_rampup.ts), so one object serves every request.
+   * The numbers start as doubles, so V8 writes them in place.
+   */
+  readonly #answer: {
+    latencyMs: number;
+    status: number | undefined;
+    failed: boolean;
+    sentAt: number;
+  } = { latencyMs: Number.NaN, status: undefined, failed: false, sentAt: Number.NaN };
   /** Scopes whose head could go but for the global cap. */
   readonly #stalled = new Set<string>();
   #draining = false;
@@ -164,18 +185,52 @@ export abstract class Gate extends ScopeStore {
    * `slot` is what `GateOwner.start` was given, if kept.
    */
   release(scopes: RequestScopes, result?: DoneInfo, slot?: object): void {
+    if (result === undefined) this.#release(scopes, slot, undefined, undefined, false, undefined);
+    else this.#release(scopes, slot, result, result.status, result.failed === true, result);
+  }
+
+  /**
+   * @internal A started request settled (`failed`: as an error outcome):
+   * `release`, with what its managers are told read from its outcome
+   * (`sentAt`, `latencyMs`), so that no object is made per request for a
+   * default manager.
+   */
+  answered(
+    scopes: RequestScopes,
+    slot: object | undefined,
+    outcome: Timing,
+    status: number | undefined,
+    failed: boolean,
+  ): void {
+    this.#release(scopes, slot, outcome, status, failed, undefined);
+  }
+
+  /**
+   * `told`: the timing of the answer the managers hear of (else they are
+   * told `recordDone(now)` alone); `given`: the caller's own object for it,
+   * if it made one (then every manager gets that object, as the caller meant).
+   */
+  #release(
+    scopes: RequestScopes,
+    slot: object | undefined,
+    told: Timing | DoneInfo | undefined,
+    status: number | undefined,
+    failed: boolean,
+    given: DoneInfo | undefined,
+  ): void {
     this.clockStale();
     const now = this.clock();
     this.#active--;
     const names = scopes.names;
     const traffic = this.traffic;
     const metered = traffic.meters > 0;
-    const failed = metered && result !== undefined &&
-      (result.failed === true || (result.status !== undefined && result.status >= 400));
+    const bad = metered && told !== undefined &&
+      (failed || (status !== undefined && status >= 400));
     if (metered) {
       traffic.totals.done++;
-      if (failed) traffic.totals.failed++;
+      if (bad) traffic.totals.failed++;
     }
+    let made: DoneInfo | undefined;
     for (let i = 0; i < names.length; i++) {
       const scope = names[i]!;
       const held = slot as ScopeEntry | undefined;
@@ -183,11 +238,27 @@ export abstract class Gate extends ScopeStore {
           held.slot >= 0
         ? held
         : this.entry(scope);
-      entry.manager.recordDone(now, result);
+      const manager = entry.manager;
+      if (told === undefined || given !== undefined) manager.recordDone(now, given);
+      else if ((manager as unknown) === entry && !(entry as DefaultScopeEntry).exposed) {
+        // The default manager keeps nothing of what it is told: one object
+        // per throttler, filled right before the call (a listener called
+        // below may release another request, which fills it again).
+        const a = this.#answer;
+        a.latencyMs = told.latencyMs;
+        a.status = status;
+        a.failed = failed;
+        a.sentAt = (told as Timing).sentAt;
+        manager.recordDone(now, a);
+      } else {
+        // Any other manager may keep it: its own object, as before.
+        made ??= { latencyMs: told.latencyMs, status, failed, sentAt: (told as Timing).sentAt };
+        manager.recordDone(now, made);
+      }
       if (metered) {
         const t = traffic.count(scope, entry);
         t.done++;
-        if (failed) t.failed++;
+        if (bad) t.failed++;
       }
       this.changed(scope, entry, now);
       // A scope that never queued a request has nothing to pump (#pumpScope returns at once).
@@ -237,21 +308,33 @@ export abstract class Gate extends ScopeStore {
     for (const step of steps) this.emitStep(scope, step, now);
   }
 
-  /** Tell watchers; keep a wake-up timer for changes the manager makes by itself. */
+  /**
+   * Tell watchers; keep a wake-up timer for changes the manager makes by itself.
+   * Called twice per request (its send and its answer): the common case, no
+   * listener and no wake wanted or armed, is a few checks and one call of
+   * `nextWakeAt`; the rest is in the methods it calls.
+   */
   protected changed(scope: string, entry: ScopeEntry, now: number): void {
     if (this.#changes.observed) (this.#changedScopes ??= new Set()).add(scope);
-    if (this.allWatchers.size > 0 || this.watchers.size > 0) {
-      const set = this.watchers.get(scope);
-      if (set !== undefined || this.allWatchers.size > 0) {
-        const s = this.stateOf(scope, entry);
-        if (set !== undefined) { for (const fn of set) fn(s); }
-        for (const fn of this.allWatchers) fn(s);
-        this.clockStale();
-      }
+    if (this.allWatchers.size > 0 || this.watchers.size > 0) this.#tellWatchers(scope, entry);
+    if (this.#attached > 0) {
+      const manager = entry.manager;
+      if (manager.nextWakeAt === undefined) return;
+      const at = manager.nextWakeAt(now);
+      const timers = entry.timers;
+      // No wake wanted and none armed: nothing to do.
+      if (at === undefined && (timers === undefined || timers.wake === undefined)) return;
+      this.#armWake(scope, entry, now, at);
     }
-    if (this.#attached > 0 && entry.manager.nextWakeAt !== undefined) {
-      this.#armWake(scope, entry, now);
-    }
+  }
+
+  #tellWatchers(scope: string, entry: ScopeEntry): void {
+    const set = this.watchers.get(scope);
+    if (set === undefined && this.allWatchers.size === 0) return;
+    const s = this.stateOf(scope, entry);
+    if (set !== undefined) { for (const fn of set) fn(s); }
+    for (const fn of this.allWatchers) fn(s);
+    this.clockStale();
   }
 
   /** Emit the scopes changed since the last time, unless the dispatch loop is still running. */
@@ -330,7 +413,7 @@ export abstract class Gate extends ScopeStore {
       this.touch(entry);
       entry.manager.recordSent(now, amounts[i]);
       if (traffic.meters > 0) traffic.count(scope, entry).sent++;
-      if (amounts[i] === undefined) this.#checkQuotaAmounts(scope, entry.manager);
+      if (amounts[i] === undefined) this.#checkQuotaAmounts(scope, entry);
       this.changed(scope, entry, now);
     }
     owner.start(request, attempt, claims, now, names.length === 1 ? entry : undefined);
@@ -489,8 +572,8 @@ export abstract class Gate extends ScopeStore {
     });
   }
 
-  #armWake(scope: string, entry: ScopeEntry, now: number): void {
-    const at = entry.manager.nextWakeAt!(now);
+  /** `at`: what the manager's `nextWakeAt(now)` answered. */
+  #armWake(scope: string, entry: ScopeEntry, now: number, at: number | undefined): void {
     if (at === undefined) {
       clearWake(entry);
       return;
@@ -526,8 +609,11 @@ export abstract class Gate extends ScopeStore {
   }
 
   /** A quota scope whose requests carry no amounts never uses its quota: say so once. */
-  #checkQuotaAmounts(scope: string, manager: ThrottlingScopeManagerProtocol): void {
-    if (!(manager instanceof ThrottlingScopeManager)) return;
+  #checkQuotaAmounts(scope: string, entry: ScopeEntry): void {
+    const m = entry.manager;
+    // A default entry is its own manager (no type check per send).
+    if ((m as unknown) !== entry && !(m instanceof ThrottlingScopeManager)) return;
+    const manager = m as ThrottlingScopeManager;
     const quota = manager.config.quota;
     if (quota === undefined || manager.quotaAmountSeen) return;
     this.warnOnce(
