@@ -268,8 +268,6 @@ export class RampupController {
   #inFlightAtCut:
     | { from: number; to: number; sends: number; answered: number; admits: number }
     | undefined = undefined;
-  /** What those sends were admitted at, to go to at the next `advance` (0: nothing to do). */
-  #inFlightRate = 0;
   /** The pace the last climb step went up from (quiet long enough to climb). */
   #climbedFrom = 0;
   /**
@@ -356,12 +354,21 @@ export class RampupController {
     if (admit) c.admits++;
     if (c.answered < c.sends) return;
     this.#inFlightAtCut = undefined;
-    const rate = (Math.max(1, c.admits) * 1000) / Math.max(1, c.to - c.from);
     // None admitted: a window that ran out (its block tells the rest).
-    if (c.admits >= 1 && rate < this.rate * IN_FLIGHT_BELOW) {
-      this.#inFlightRate = rate;
-      this.#needsApply = true;
-    }
+    if (c.admits === 0) return;
+    const r = (c.admits * 1000) / Math.max(1, c.to - c.from);
+    const next = this.#clampRate(ESTIMATE_SHARE * r);
+    if (!(r < this.rate * IN_FLIGHT_BELOW && next < this.rate)) return;
+    this.#hi = Math.min(this.#hi, 2 * r);
+    this.rate = next;
+    // Reported and applied at the next `advance`, as a window read from a block.
+    this.#pending.push({
+      kind: "rampup",
+      delayMs: 1000 / next,
+      concurrency: Number.NaN,
+      why: `in flight at the cut: admitted ${fmt(r)}/s: rate ${fmt(next)}/s`,
+    });
+    this.#needsApply = true;
   }
 
   /** The in-flight count of a send at `sentAt` (see `SendLog.take`). */
@@ -878,13 +885,13 @@ export class RampupController {
     if (this.#hiSoft) this.#climbBurst = this.#firstAdmits;
     // The first cut after a run of admits (a bucket's burst spent): the
     // sends already on their way will say what the empty bucket refills.
-    const onTheirWay = firstPace && !burst && sentAt !== undefined &&
-        this.#firstAdmits > BURST_MIN
-      ? this.#sends.countSince(sentAt + 0.001)
-      : 0;
-    this.#inFlightAtCut = onTheirWay >= IN_FLIGHT_MIN_SENDS
-      ? { from: sentAt!, to: now, sends: onTheirWay, answered: 0, admits: 0 }
-      : undefined;
+    this.#inFlightAtCut = undefined;
+    if (firstPace && !burst && sentAt !== undefined && this.#firstAdmits > BURST_MIN) {
+      const sends = this.#sends.countSince(sentAt + 0.001);
+      if (sends >= IN_FLIGHT_MIN_SENDS) {
+        this.#inFlightAtCut = { from: sentAt, to: now, sends, answered: 0, admits: 0 };
+      }
+    }
     this.#cut(now, true);
     this.#blockStart = now;
     // The trigger's own hold (told just before it) holds the block too.
@@ -1258,22 +1265,6 @@ export class RampupController {
    * the next send.
    */
   advance(now: number, knobs: RampKnobs, steps: ScopeStep[]): void {
-    if (this.#inFlightRate > 0) {
-      const r = this.#inFlightRate;
-      this.#inFlightRate = 0;
-      const next = this.#clampRate(ESTIMATE_SHARE * r);
-      if (next < this.rate) {
-        this.#hi = Math.min(this.#hi, 2 * r);
-        this.rate = next;
-        this.#apply(knobs);
-        steps.push({
-          kind: "rampup",
-          delayMs: knobs.delayMs,
-          concurrency: knobs.concurrency,
-          why: `in flight at the cut: admitted ${fmt(r)}/s: rate ${fmt(next)}/s`,
-        });
-      }
-    }
     if (this.#needsApply) {
       this.#needsApply = false;
       this.#apply(knobs);
