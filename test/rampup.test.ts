@@ -444,6 +444,34 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(r.efficiency).toBeGreaterThan(0.95);
   });
 
+  it("a refusal on its way at a cut, sent no faster than the new pace, halves it at once: one hold fewer", () => {
+    // A 12/s strict spacer, 30 ms, 429 with a 1 s Retry-After: two sends at
+    // once, the second refused; the cut halved from 66.67/s to 33.33/s while
+    // a send 30 ms after the first was on its way. Its refusal says 33.33/s
+    // is too fast too; before, a second hold said so a second later.
+    const r = runZooCrawl({
+      site: {
+        name: "gcra",
+        limiter: { shape: "token-bucket", ratePerSec: 12, burst: 1 },
+        latencyMs: 30,
+        status: 429,
+        retryAfter: "seconds",
+      },
+      pages: 150,
+      events: true,
+      settings: { retry: { times: 10 } },
+    });
+    const steps = r.events!.flatMap((e) => e.type === "rampup" ? [[e.at, e.why] as const] : []);
+    expect(steps.slice(0, 3)).toEqual([
+      [30, "refused at 66.67/s: rate 33.33/s"],
+      [60, "refused on its way at 33.33/s: rate 16.67/s"],
+      // After the first hold (1 s from 60 ms): one admitted, the next 60 ms later refused.
+      [1150, "refused at 16.67/s: rate 8.33/s"],
+    ]);
+    expect(r.events!.filter((e) => e.type === "hold").length).toBeLessThanOrEqual(4);
+    expect(r.efficiency).toBeGreaterThan(0.75);
+  });
+
   it("a learned pace is a floor for jitter: a strict spacer sees no gap shorter than it", () => {
     const r = runZooCrawl({
       site: {
