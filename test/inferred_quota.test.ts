@@ -79,6 +79,29 @@ describe("a quota told by the server's holds", () => {
     expect(m.state(4_600).quota).toMatchObject({ limit: 5, resetsAt: 6_000 });
   });
 
+  it("ThrottlingScopeManager: admits answered after the hold that told a quota count in it when they were sent before the refused request", () => {
+    // Answers come back out of order: one of the cycle's sends was still on
+    // its way when the refusal came. The site counted it in its window.
+    const m = manager();
+    const done = (at: number, sentAt: number, status: number) =>
+      m.recordDone(at, { latencyMs: at - sentAt, status, sentAt });
+    for (let t = 0; t < 80; t += 20) {
+      m.recordSent(t);
+      done(t + 10, t, 200);
+    }
+    for (const t of [80, 100, 105]) m.recordSent(t);
+    m.recordBackoff(110, { cause: "status 429", holdMs: 2_890, sentAt: 100 });
+    done(110, 100, 429);
+    expect(whys(m.advance(110))).toEqual(["held again: 4 admitted in 3000 ms, a quota of 4"]);
+    const limits = [m.state(110).quota?.limit];
+    done(155, 80, 200);
+    limits.push(m.state(155).quota?.limit);
+    // Sent after the refused request: not the told window's.
+    done(160, 105, 200);
+    limits.push(m.state(160).quota?.limit);
+    expect(limits).toEqual([4, 5, 5]);
+  });
+
   it("ThrottlingScopeManager: a quota told by holds whose probe admits half a quota more was told by no window: the controller paces from twice the told rate after that window", () => {
     const m = manager();
     firstWindow(m, 3_000);
@@ -283,6 +306,20 @@ describe("windows told by holds, end to end in virtual time", () => {
       },
       0.9,
       0.1,
+    ],
+    // Answers out of order (100 ms ± 30%): the refusal that told the quota
+    // came back before two admitted sends of its window, read as 48; every
+    // later window sent 48 (0.64; 0.77 now).
+    [
+      {
+        name: "fixed 50/5s, Retry-After seconds, 100 ms ± 30%",
+        limiter: { shape: "fixed-window", quota: 50, windowMs: 5_000 },
+        latencyMs: 100,
+        latencyJitter: 0.3,
+        retryAfter: "seconds",
+      },
+      0.75,
+      0.05,
     ],
     [
       {

@@ -81,8 +81,17 @@ export class AnnouncedWindow {
    * announced): nothing until `resetAt`, the hold's end, then bursts of
    * `limit` (see `#roll`).
    */
-  infer(now: number, limit: number, windowMs: number, resetAt: number): void {
+  infer(
+    now: number,
+    limit: number,
+    windowMs: number,
+    resetAt: number,
+    lateFrom = Number.NaN,
+    lateUntil = Number.NaN,
+  ): void {
     this.inferred = true;
+    this.#lateFrom = lateFrom;
+    this.#lateUntil = lateUntil;
     this.limit = limit;
     this.windowMs = windowMs;
     this.toldWindowMs = windowMs;
@@ -135,6 +144,21 @@ export class AnnouncedWindow {
     this.endedWindowMs = this.windowMs;
     this.shrunkUntil = holdEnd;
   }
+  /** Sends in [#lateFrom, #lateUntil) were made in the cycle the quota was told by (see `lateAdmit`). */
+  #lateFrom = Number.NaN;
+  #lateUntil = Number.NaN;
+
+  /**
+   * An admit of a request sent at `sentAt`, answered after the hold that
+   * told the quota: sent in the cycle that told it, before the refused
+   * request, it was counted by the site in that window too. (A window of 50
+   * per 5 s at 7 in flight read 45: six sends were still on their way when
+   * the refusal came back, five admitted; every later window sent 45.)
+   */
+  lateAdmit(sentAt: number): void {
+    if (this.inferred && sentAt >= this.#lateFrom && sentAt < this.#lateUntil) this.limit++;
+  }
+
   /** When the latest-sent announcing request so far went. */
   #lastSentAt = -Infinity;
 

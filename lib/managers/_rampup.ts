@@ -282,7 +282,14 @@ export class RampupController {
    * A window quota told by the server's holds (see `onTrigger`), read and
    * cleared by the manager; a quota announced in headers or configured wins.
    */
-  quota: { limit: number; windowMs: number; resetAt: number } | undefined;
+  quota: {
+    limit: number;
+    windowMs: number;
+    resetAt: number;
+    /** Admits answered later of sends in [lateFrom, lateUntil) count too (see `AnnouncedWindow.lateAdmit`). */
+    lateFrom: number;
+    lateUntil: number;
+  } | undefined;
   /** A hold the controller asks for (a probe in a block), read by the manager. */
   holdUntil = 0;
   /** Steps taken on a trigger or an answer, reported by the next `advance`. */
@@ -539,6 +546,7 @@ export class RampupController {
       // A new hold after the last one ended: a cycle from the first send
       // after that end to this hold's end, its hold included.
       this.#cycle = Number.isNaN(this.#cycleFirstSend) ? undefined : {
+        from: this.#cycleFirstSend,
         admits: this.#cycleAdmits,
         ms: until - this.#cycleFirstSend,
         heldMs: until - now,
@@ -571,7 +579,7 @@ export class RampupController {
   /** The length of the last window read from a block: rounds last as long. */
   #windowPeriodMs = 0;
   /** The last finished cycle: admits between two server holds, over their time, the hold included. */
-  #cycle: { admits: number; ms: number; heldMs: number; at: number } | undefined;
+  #cycle: { from: number; admits: number; ms: number; heldMs: number; at: number } | undefined;
 
   /**
    * A trigger at `now` for a request sent at `sentAt` (undefined for
@@ -734,7 +742,13 @@ export class RampupController {
       // a window (or a bucket's refill) gives so many per so long, whatever
       // the pace. The pace stays; a quota of what it admitted per that time
       // stops the scope before the refusal, in bursts like the site's.
-      this.quota = { limit: cycle.admits, windowMs: cycle.ms, resetAt: this.#heldUntil };
+      this.quota = {
+        limit: cycle.admits,
+        windowMs: cycle.ms,
+        resetAt: this.#heldUntil,
+        lateFrom: cycle.from,
+        lateUntil: sentAt,
+      };
       this.#cut(now, false);
       return this.#report(
         knobs,

@@ -307,8 +307,9 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       this.#kneeRead(now, result.latencyMs);
     }
     const ann = this.#x?.ann;
-    if (ok && ann !== undefined && result.sentAt !== undefined && ann.probing(result.sentAt)) {
-      ann.probeAdmitted();
+    if (ok && ann !== undefined && result.sentAt !== undefined) {
+      if (ann.probing(result.sentAt)) ann.probeAdmitted();
+      ann.lateAdmit(result.sentAt);
     }
     this.#x?.ramp?.onDone(now, result);
   }
@@ -406,7 +407,14 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         if (q !== undefined && this.config.quota === undefined && !announced) {
           // A window told by the server's holds: the scope's learned quota
           // (a configured quota, or one announced in headers, wins).
-          (x.ann ??= new AnnouncedWindow()).infer(now, q.limit, q.windowMs, q.resetAt);
+          (x.ann ??= new AnnouncedWindow()).infer(
+            now,
+            q.limit,
+            q.windowMs,
+            q.resetAt,
+            q.lateFrom,
+            q.lateUntil,
+          );
         }
         const next = now + this.#delayMs;
         if (next > this.#nextSendAt) this.#nextSendAt = next;
