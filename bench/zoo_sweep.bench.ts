@@ -6,7 +6,7 @@
  * sites that miss the issue's targets: efficiency 0.8 with the defaults, 0.9
  * with rampup, at most 5% refused) and the misses. Seconds to run, no sockets.
  *
- * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6] [--latency 5] [--set issue]`
+ * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6] [--latency 5] [--set issue] [--fast-refusals]`
  *
  * `--set issue`: instead of drawn sites, the 162 sites of the shapes issue 11
  * measured (`lib/sim/zoo_issue_sites.ts`; use one seed).
@@ -17,6 +17,11 @@
  * `--jitter J`: each request reaches the site up to J ms late (`u⁴ × J`, see
  * `runZooCrawl`'s `outboundJitterMs`), as over real loopback `fetch`: the
  * gaps the site sees are shorter or longer than those sent.
+ *
+ * `--fast-refusals`: every site answers a refusal in 1 ms and a page in its
+ * latency, as most rate limiters do (they sit in front of the work): the
+ * client's answers then come back out of the order it sent them in, and one
+ * in flight after a cut waits a page's latency between sends.
  *
  * @module
  */
@@ -32,6 +37,7 @@ export function main(argv: readonly string[]): string {
   const pages = Number(argValue(argv, "pages") ?? 200);
   const jitter = Number(argValue(argv, "jitter") ?? 0);
   const latency = argValue(argv, "latency");
+  const fastRefusals = argv.includes("--fast-refusals");
   // `--set issue`: the shapes issue 11 measured, the same for every seed.
   const set = argValue(argv, "set") ?? "drawn";
   const rows: string[][] = [];
@@ -41,9 +47,11 @@ export function main(argv: readonly string[]): string {
       const effs: number[] = [];
       const refused: number[] = [];
       let missed = 0;
-      const sites = (set === "issue" ? issueShapeSites() : generateZooSites(seed)).map((site) =>
-        latency === undefined ? site : { ...site, latencyMs: Number(latency) }
-      );
+      const sites = (set === "issue" ? issueShapeSites() : generateZooSites(seed)).map((site) => ({
+        ...site,
+        ...(latency === undefined ? {} : { latencyMs: Number(latency) }),
+        ...(fastRefusals ? { rejectLatencyMs: 1 } : {}),
+      }));
       for (const site of sites) {
         const r = runZooCrawl({
           site,
@@ -81,7 +89,7 @@ export function main(argv: readonly string[]): string {
   return [
     `### Adaptive limits on drawn zoo sites (virtual time, ${pages} pages each${
       jitter > 0 ? `, arrivals up to ${jitter} ms late` : ""
-    })`,
+    }${fastRefusals ? ", refusals answered in 1 ms" : ""})`,
     "",
     markdownTable(
       ["seed", "mode", "median efficiency", "lowest", "mean refused", "misses"],

@@ -384,7 +384,7 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
       ["first", "for a window"],
       // Half a window, a quarter, an eighth, a sixteenth: each at the end of
       // the quiet round that reached it.
-      [5.1, "after 1 quiet probe"],
+      [5.2, "after 1 quiet probe"],
       [2.8, "after 2 quiet probes"],
       [1.3, "after 3 quiet probes"],
       [0.8, "after 4 quiet probes"],
@@ -409,7 +409,7 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
       until: 30_000,
     });
     const last = steps.findLast((s) => s.why.startsWith("refused at the first sends"))!;
-    expect(last.why).toMatch(/^refused at the first sends at 8\.4\/s: back to 7\.81\/s$/);
+    expect(last.why).toMatch(/^refused at the first sends at 8\.33\/s: back to 7\.81\/s$/);
     // No refusal after it: 7.81/s is the limit found, 0.98 of the site's.
     expect(refusedAt.filter((t) => t > last.at + 1_000)).toEqual([]);
     expect(1000 / m.state(30_000).delayMs).toBeGreaterThan(7.8);
@@ -469,6 +469,35 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
       [1150, "refused at 16.67/s: rate 8.33/s"],
     ]);
     expect(r.events!.filter((e) => e.type === "hold").length).toBeLessThanOrEqual(4);
+    expect(r.efficiency).toBeGreaterThan(0.75);
+  });
+
+  it("a pace the sends could not keep (one in flight, a round trip apart) is refused at the gap they went: a fast refusal halves from there", () => {
+    // A 12/s strict spacer that answers a refusal at once (1 ms) and a page
+    // in 60 ms, Retry-After in seconds. After each cut one request is in
+    // flight until an answer, so the "1000/s" pace sent 61 ms apart: halving
+    // from the set rate took a one-second hold per step (9 holds, 0.56).
+    const r = runZooCrawl({
+      site: {
+        name: "gcra",
+        limiter: { shape: "token-bucket", ratePerSec: 12, burst: 1 },
+        latencyMs: 60,
+        rejectLatencyMs: 1,
+        status: 429,
+        retryAfter: "seconds",
+      },
+      pages: 150,
+      events: true,
+      settings: { retry: { times: 10 } },
+    });
+    const steps = r.events!.flatMap((e) => e.type === "rampup" ? [[e.at, e.why] as const] : []);
+    expect(steps.slice(0, 2)).toEqual([
+      [1, "refused at 2000/s: rate 1000/s"],
+      // After the hold: admitted at 1001, answered at 1061; the next, sent at
+      // once, refused 61 ms after it.
+      [1062, "refused at 16.67/s: rate 8.33/s"],
+    ]);
+    expect(r.events!.filter((e) => e.type === "hold").length).toBeLessThanOrEqual(3);
     expect(r.efficiency).toBeGreaterThan(0.75);
   });
 

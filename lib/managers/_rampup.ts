@@ -760,7 +760,7 @@ export class RampupController {
     // Unpaced, refused with another request sent at the same instant.
     const atOnce = this.rate === Infinity && this.#sends.count >= 2 &&
       this.#sends.atInstant(sentAt, BURST_INSTANT_MS) >= 2;
-    const pace = this.rate !== Infinity ? this.rate : this.#sends.count < 2
+    const pace = this.rate !== Infinity ? this.#sentPace(sentAt) : this.#sends.count < 2
       // Made at this trigger: what is in flight, over the refused request's round trip.
       ? (Math.max(1, activeNow) * 1000) / Math.max(1, now - sentAt)
       // Sent at one instant: the gap (a millisecond or none) is no rate the scope sent at.
@@ -1100,6 +1100,26 @@ export class RampupController {
       1,
     );
     return Math.max(1, this.#sends.countSince(now - span)) * 1000 / span;
+  }
+
+  /**
+   * The pace a paced scope was refused at: its rate, or slower where the
+   * refused request went a longer gap after the one before it (both sent
+   * since the last cut). One in flight after a cut waits for its answer, so
+   * at a rate faster than one per round trip the sends go a round trip
+   * apart: a 12/s spacer that answers refusals at once and pages in 64 ms
+   * was refused 65 ms after an admitted send at a "68.9/s" pace, and each
+   * halving from that rate cost another one-second hold (four to find it;
+   * two now). A gap longer than two round trips (or two of the pace's
+   * gaps) is idleness, not a pace, and says nothing.
+   */
+  #sentPace(sentAt: number): number {
+    const prev = this.#sends.before(sentAt);
+    if (prev === undefined || !(prev > this.#lastCutAt)) return this.rate;
+    const gap = sentAt - prev;
+    const latency = Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs;
+    if (gap > 2 * Math.max(latency, 1000 / this.rate)) return this.rate;
+    return Math.min(this.rate, 1000 / Math.max(1, gap));
   }
 
   /** 1000 / the gap before the send at `sentAt` (a strict spacer refuses short gaps). */
