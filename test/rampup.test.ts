@@ -501,6 +501,36 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(r.efficiency).toBeGreaterThan(0.75);
   });
 
+  it("a first refusal answered before any admit: its hold is not counted against the time since the controller's first send", () => {
+    // A 20/s strict spacer at 110 ms that refuses in 1 ms, Retry-After in
+    // seconds: the first refusal came before any page, so the controller's
+    // first send came after that hold, and the hold was taken off the time
+    // since it (none left): what the site admitted read as thousands a
+    // second, and the quarter cut for a pace far above it never applied
+    // (halving from 1000/s: five holds, 0.45).
+    const r = runZooCrawl({
+      site: {
+        name: "gcra",
+        limiter: { shape: "token-bucket", ratePerSec: 20, burst: 1 },
+        latencyMs: 110,
+        rejectLatencyMs: 1,
+        status: 503,
+        retryAfter: "seconds",
+      },
+      pages: 200,
+      events: true,
+      settings: { retry: { times: 10 } },
+    });
+    const whys = r.events!.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    expect(whys.slice(0, 4)).toEqual([
+      "refused at 2000/s: rate 1000/s",
+      "refused at the first sends at 1000/s: rate 250/s",
+      "refused at the first sends at 250/s: rate 62.5/s",
+      "refused at the first sends at 62.5/s: rate 15.63/s",
+    ]);
+    expect(r.efficiency).toBeGreaterThan(0.55);
+  });
+
   it("a learned pace is a floor for jitter: a strict spacer sees no gap shorter than it", () => {
     const r = runZooCrawl({
       site: {

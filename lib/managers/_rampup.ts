@@ -338,6 +338,9 @@ export class RampupController {
     if (Number.isNaN(this.#firstSendAt)) {
       this.#firstSendAt = now;
       this.#periodStart = now;
+      // Holds before the first send (the first refusal's, when it came
+      // before any admit) are not time since it.
+      this.#heldBeforeFirstSend = this.#allHeldMs;
     }
     if (Number.isNaN(this.#roundStart)) this.#openRound(now);
     if (this.#firstOwnSendAt === Infinity) this.#firstOwnSendAt = now;
@@ -1156,8 +1159,12 @@ export class RampupController {
   /** Time since the first send that the server did not hold the scope (at least 1 ms). */
   #unheldSinceFirstSend(now: number): number {
     const ahead = Math.max(0, this.#heldUntil - now);
-    return Math.max(1, now - this.#firstSendAt - Math.max(0, this.#allHeldMs - ahead));
+    const held = this.#allHeldMs - this.#heldBeforeFirstSend;
+    return Math.max(1, now - this.#firstSendAt - Math.max(0, held - ahead));
   }
+
+  /** Held time (`#allHeldMs`) before the first send seen (see `#unheldSinceFirstSend`). */
+  #heldBeforeFirstSend = 0;
 
   /** The last episode estimate with the held time left out (see `#episodeEstimate`). */
   #estimateUnheld = 0;
