@@ -531,6 +531,32 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(r.efficiency).toBeGreaterThan(0.55);
   });
 
+  it("what one request in flight carried at a long round trip is no estimate of the site's rate: the cut halves from the refused pace", () => {
+    // A 17/s strict spacer at 178 ms ± 50% that refuses at once (503, no
+    // Retry-After): after each cut one request was in flight until an
+    // answer, so the site admitted what the scope sent, 4.34/s, and twice
+    // that bounded the search (0.48 of the site's rate).
+    const r = runZooCrawl({
+      site: {
+        name: "gcra",
+        limiter: { shape: "token-bucket", ratePerSec: 17, burst: 1 },
+        latencyMs: 178,
+        latencyJitter: 0.5,
+        rejectLatencyMs: 1,
+        status: 503,
+      },
+      pages: 200,
+      events: true,
+      settings: { retry: { times: 10 } },
+    });
+    const whys = r.events!.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    expect(whys.slice(3, 5)).toEqual([
+      "refused at 62.5/s: rate 31.25/s",
+      "refused at 31.25/s: rate 15.63/s",
+    ]);
+    expect(r.efficiency).toBeGreaterThan(0.75);
+  });
+
   it("a learned pace is a floor for jitter: a strict spacer sees no gap shorter than it", () => {
     const r = runZooCrawl({
       site: {

@@ -169,6 +169,13 @@ const REORDER_MS = 3;
  * quiet pace instead of stopping: 473.)
  */
 const FOUND_NEAR_QUIET = 0.1;
+/**
+ * An admitted estimate from this share of one request per round trip up to
+ * one is what one in flight carries, not the site's rate (see
+ * `#oneInFlightBound`; 0.5 and 0.4 with the top at 1.05 and 1.1: the same
+ * sweep).
+ */
+const ONE_IN_FLIGHT_SHARE = 0.6;
 /** A refused send on its way at a cut refutes the cut's pace when its gap is at most this much shorter (see `#refusedOnTheWay`). */
 const ON_THE_WAY_MARGIN = 0.05;
 /** A refused pace this far above a quiet one is near it (see `onTrigger`). */
@@ -899,7 +906,10 @@ export class RampupController {
       why = `refused climbing at ${fmt(pace)}/s: back under ${fmt(this.#climbedFrom)}/s, rate ${
         fmt(next)
       }/s`;
-    } else if (est !== undefined && est < pace) {
+    } else if (
+      est !== undefined && est < pace &&
+      !this.#oneInFlightBound(est)
+    ) {
       // Refused after a while at this pace: a saved burst hid the limit; the
       // admitted rate says where it is. (An estimate at or above the refused
       // pace says nothing of where the limit is below it: the cut halves.)
@@ -1103,6 +1113,21 @@ export class RampupController {
       1,
     );
     return Math.max(1, this.#sends.countSince(now - span)) * 1000 / span;
+  }
+
+  /**
+   * Whether an admitted estimate is no more than one request in flight
+   * carries (ONE_IN_FLIGHT_SHARE of one per round trip up to one, no saved
+   * burst behind it): after each cut the scope keeps one in flight until an
+   * answer, so at a long round trip what the site admitted was what the
+   * scope sent, and says nothing of the site's rate (a 17/s spacer at
+   * 178 ms read as 4.34/s, twice that bounded the search, 0.48 of its
+   * rate). The cut then halves from the refused pace.
+   */
+  #oneInFlightBound(est: number): boolean {
+    if (!(this.#latencyMs > 0) || this.#savedBurst(est)) return false;
+    const share = (est * this.#latencyMs) / 1000;
+    return share >= ONE_IN_FLIGHT_SHARE && share <= 1;
   }
 
   /**
