@@ -557,6 +557,31 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(r.efficiency).toBeGreaterThan(0.75);
   });
 
+  it("refused near a quiet pace where a refusal costs a hold, the pace goes 9% under it (6% where it costs none)", () => {
+    // A 12/s strict spacer, 30 ms, 1 s Retry-After, arrivals and answers up
+    // to 10 ms late: a real clock's jitter refuses a pace just under the
+    // limit too, and each refusal costs a second.
+    const r = runZooCrawl({
+      site: {
+        name: "gcra",
+        limiter: { shape: "token-bucket", ratePerSec: 12, burst: 1 },
+        latencyMs: 30,
+        status: 429,
+        retryAfter: "seconds",
+      },
+      pages: 150,
+      seed: 1,
+      outboundJitterMs: 10,
+      inboundJitterMs: 10,
+      events: true,
+      settings: { retry: { times: 10 } },
+    });
+    const near = r.events!.flatMap((e) =>
+      e.type === "rampup" && e.why.includes("near the quiet") ? [e.why] : []
+    );
+    expect(near[0]).toBe("refused at 11.39/s, near the quiet 11.39/s: rate 10.37/s");
+  });
+
   it("a learned pace is a floor for jitter: a strict spacer sees no gap shorter than it", () => {
     const r = runZooCrawl({
       site: {

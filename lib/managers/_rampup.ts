@@ -178,6 +178,12 @@ const FOUND_NEAR_QUIET = 0.1;
 const ONE_IN_FLIGHT_SHARE = 0.6;
 /** A refused send on its way at a cut refutes the cut's pace when its gap is at most this much shorter (see `#refusedOnTheWay`). */
 const ON_THE_WAY_MARGIN = 0.05;
+/**
+ * Refused near a quiet pace where a refusal costs a hold of a second or more:
+ * the pace goes this far under it (2 × CONVERGED otherwise; 4 × CONVERGED:
+ * the same sweep, one miss more).
+ */
+const NEAR_QUIET_MARGIN_COSTLY = 3 * CONVERGED;
 /** A refused pace this far above a quiet one is near it (see `onTrigger`). */
 const NEAR_QUIET = 0.1;
 /** In-flight counts are tallied up to this. */
@@ -889,7 +895,11 @@ export class RampupController {
       // site admitted at most one before its first refusal, or a refusal
       // costs a long hold: a small bucket (a burst of 2 or 3) refused so kept
       // refusing (5% → 7% refused in the zoo's table).
-      next = Math.min(this.#lastQuiet, pace) * (1 - 2 * CONVERGED);
+      // Where a refusal costs a hold of a second or more, a wider margin: a
+      // real clock's jitter refused the next pace 6% under it too (a 10/s
+      // spacer at 157 ms over loopback: 10.05/s, then 9.42/s).
+      next = Math.min(this.#lastQuiet, pace) *
+        (1 - (this.#costlyRefusal ? NEAR_QUIET_MARGIN_COSTLY : 2 * CONVERGED));
       why = `refused at ${fmt(pace)}/s, near the quiet ${fmt(this.#lastQuiet)}/s: rate ${
         fmt(next)
       }/s`;
