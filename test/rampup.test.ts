@@ -8,7 +8,8 @@ import {
   type ThrottlerSettingsInput,
   type ThrottlingScopeConfig,
 } from "../lib/settings/settings.ts";
-import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
+import { runZooCrawl, type ZooCrawlOptions } from "../lib/sim/zoo_crawl.ts";
+import type { ZooSiteSpec } from "../lib/sim/zoo.ts";
 import { createThrottler } from "../lib/throttler/throttler.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { rampup } from "../operators/rampup.ts";
@@ -89,6 +90,26 @@ function spacer(gapMs: (t: number) => number): (t: number) => boolean {
     last = t;
     return true;
   };
+}
+
+/**
+ * A strict spacer (a token bucket with a burst of 1) crawled with the
+ * defaults in virtual time: the result, the controller's steps as
+ * [time, why], and how many holds the site gave.
+ */
+function crawlSpacer(
+  site: Omit<ZooSiteSpec, "name" | "limiter"> & { readonly ratePerSec: number },
+  crawl: Omit<ZooCrawlOptions, "site" | "events" | "settings"> = {},
+) {
+  const { ratePerSec, ...rest } = site;
+  const r = runZooCrawl({
+    site: { name: "gcra", limiter: { shape: "token-bucket", ratePerSec, burst: 1 }, ...rest },
+    events: true,
+    settings: { retry: { times: 10 } },
+    ...crawl,
+  });
+  const steps = r.events.flatMap((e) => e.type === "rampup" ? [[e.at, e.why] as const] : []);
+  return { r, steps, holds: r.events.filter((e) => e.type === "hold").length };
 }
 
 describe("rampup (slow start: the reference's steps, per round)", () => {
@@ -449,26 +470,17 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     // once, the second refused; the cut halved from 66.67/s to 33.33/s while
     // a send 30 ms after the first was on its way. Its refusal says 33.33/s
     // is too fast too; before, a second hold said so a second later.
-    const r = runZooCrawl({
-      site: {
-        name: "gcra",
-        limiter: { shape: "token-bucket", ratePerSec: 12, burst: 1 },
-        latencyMs: 30,
-        status: 429,
-        retryAfter: "seconds",
-      },
-      pages: 150,
-      events: true,
-      settings: { retry: { times: 10 } },
-    });
-    const steps = r.events!.flatMap((e) => e.type === "rampup" ? [[e.at, e.why] as const] : []);
+    const { r, steps, holds } = crawlSpacer(
+      { ratePerSec: 12, latencyMs: 30, status: 429, retryAfter: "seconds" },
+      { pages: 150 },
+    );
     expect(steps.slice(0, 3)).toEqual([
       [30, "refused at 66.67/s: rate 33.33/s"],
       [60, "refused on its way at 33.33/s: rate 16.67/s"],
       // After the first hold (1 s from 60 ms): one admitted, the next 60 ms later refused.
       [1150, "refused at 16.67/s: rate 8.33/s"],
     ]);
-    expect(r.events!.filter((e) => e.type === "hold").length).toBeLessThanOrEqual(4);
+    expect(holds).toBeLessThanOrEqual(4);
     expect(r.efficiency).toBeGreaterThan(0.75);
   });
 
@@ -477,27 +489,17 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     // in 60 ms, Retry-After in seconds. After each cut one request is in
     // flight until an answer, so the "1000/s" pace sent 61 ms apart: halving
     // from the set rate took a one-second hold per step (9 holds, 0.56).
-    const r = runZooCrawl({
-      site: {
-        name: "gcra",
-        limiter: { shape: "token-bucket", ratePerSec: 12, burst: 1 },
-        latencyMs: 60,
-        rejectLatencyMs: 1,
-        status: 429,
-        retryAfter: "seconds",
-      },
-      pages: 150,
-      events: true,
-      settings: { retry: { times: 10 } },
-    });
-    const steps = r.events!.flatMap((e) => e.type === "rampup" ? [[e.at, e.why] as const] : []);
+    const { r, steps, holds } = crawlSpacer(
+      { ratePerSec: 12, latencyMs: 60, rejectLatencyMs: 1, status: 429, retryAfter: "seconds" },
+      { pages: 150 },
+    );
     expect(steps.slice(0, 2)).toEqual([
       [1, "refused at 2000/s: rate 1000/s"],
       // After the hold: admitted at 1001, answered at 1061; the next, sent at
       // once, refused 61 ms after it.
       [1062, "refused at 16.67/s: rate 8.33/s"],
     ]);
-    expect(r.events!.filter((e) => e.type === "hold").length).toBeLessThanOrEqual(3);
+    expect(holds).toBeLessThanOrEqual(3);
     expect(r.efficiency).toBeGreaterThan(0.75);
   });
 
@@ -508,21 +510,14 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     // since it (none left): what the site admitted read as thousands a
     // second, and the quarter cut for a pace far above it never applied
     // (halving from 1000/s: five holds, 0.45).
-    const r = runZooCrawl({
-      site: {
-        name: "gcra",
-        limiter: { shape: "token-bucket", ratePerSec: 20, burst: 1 },
-        latencyMs: 110,
-        rejectLatencyMs: 1,
-        status: 503,
-        retryAfter: "seconds",
-      },
-      pages: 200,
-      events: true,
-      settings: { retry: { times: 10 } },
+    const { r, steps } = crawlSpacer({
+      ratePerSec: 20,
+      latencyMs: 110,
+      rejectLatencyMs: 1,
+      status: 503,
+      retryAfter: "seconds",
     });
-    const whys = r.events!.flatMap((e) => e.type === "rampup" ? [e.why] : []);
-    expect(whys.slice(0, 4)).toEqual([
+    expect(steps.slice(0, 4).map(([, why]) => why)).toEqual([
       "refused at 2000/s: rate 1000/s",
       "refused at the first sends at 1000/s: rate 250/s",
       "refused at the first sends at 250/s: rate 62.5/s",
@@ -536,21 +531,14 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     // Retry-After): after each cut one request was in flight until an
     // answer, so the site admitted what the scope sent, 4.34/s, and twice
     // that bounded the search (0.48 of the site's rate).
-    const r = runZooCrawl({
-      site: {
-        name: "gcra",
-        limiter: { shape: "token-bucket", ratePerSec: 17, burst: 1 },
-        latencyMs: 178,
-        latencyJitter: 0.5,
-        rejectLatencyMs: 1,
-        status: 503,
-      },
-      pages: 200,
-      events: true,
-      settings: { retry: { times: 10 } },
+    const { r, steps } = crawlSpacer({
+      ratePerSec: 17,
+      latencyMs: 178,
+      latencyJitter: 0.5,
+      rejectLatencyMs: 1,
+      status: 503,
     });
-    const whys = r.events!.flatMap((e) => e.type === "rampup" ? [e.why] : []);
-    expect(whys.slice(3, 5)).toEqual([
+    expect(steps.slice(3, 5).map(([, why]) => why)).toEqual([
       "refused at 62.5/s: rate 31.25/s",
       "refused at 31.25/s: rate 15.63/s",
     ]);
@@ -561,24 +549,11 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     // A 12/s strict spacer, 30 ms, 1 s Retry-After, arrivals and answers up
     // to 10 ms late: a real clock's jitter refuses a pace just under the
     // limit too, and each refusal costs a second.
-    const r = runZooCrawl({
-      site: {
-        name: "gcra",
-        limiter: { shape: "token-bucket", ratePerSec: 12, burst: 1 },
-        latencyMs: 30,
-        status: 429,
-        retryAfter: "seconds",
-      },
-      pages: 150,
-      seed: 1,
-      outboundJitterMs: 10,
-      inboundJitterMs: 10,
-      events: true,
-      settings: { retry: { times: 10 } },
-    });
-    const near = r.events!.flatMap((e) =>
-      e.type === "rampup" && e.why.includes("near the quiet") ? [e.why] : []
+    const { steps } = crawlSpacer(
+      { ratePerSec: 12, latencyMs: 30, status: 429, retryAfter: "seconds" },
+      { pages: 150, seed: 1, outboundJitterMs: 10, inboundJitterMs: 10 },
     );
+    const near = steps.flatMap(([, why]) => why.includes("near the quiet") ? [why] : []);
     expect(near[0]).toBe("refused at 11.39/s, near the quiet 11.39/s: rate 10.37/s");
   });
 
