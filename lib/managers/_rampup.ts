@@ -1147,9 +1147,10 @@ export class RampupController {
    * at a rate faster than one per round trip the sends go a round trip
    * apart: a 12/s spacer that answers refusals at once and pages in 64 ms
    * was refused 65 ms after an admitted send at a "68.9/s" pace, and each
-   * halving from that rate cost another one-second hold (four to find it;
-   * two now). A gap longer than two round trips (or two of the pace's
-   * gaps) is idleness, not a pace, and says nothing.
+   * halving from that rate cost another one-second hold (over loopback 5
+   * refused, 0.61-0.74 of its rate; 3, 0.78-0.80 now). A gap longer than
+   * two round trips (or two of the pace's gaps) is idleness, not a pace,
+   * and says nothing.
    */
   #sentPace(sentAt: number): number {
     const prev = this.#sends.before(sentAt);
