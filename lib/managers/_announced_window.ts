@@ -12,6 +12,20 @@
 import type { ScopeState } from "./scope_manager_protocol.ts";
 
 /**
+ * A quota told by the server's holds (`lib/managers/_rampup.ts`): `limit`
+ * per `windowMs`, the next window from `resetAt`; admits answered later of
+ * sends in [lateFrom, lateUntil) count too (see `AnnouncedWindow.lateAdmit`).
+ * @internal
+ */
+export interface ToldQuota {
+  readonly limit: number;
+  readonly windowMs: number;
+  readonly resetAt: number;
+  readonly lateFrom: number;
+  readonly lateUntil: number;
+}
+
+/**
  * A budget announced in rate-limit headers, paced: `left` requests may go
  * before `resetAt`, one per `gapMs` after the last. At the reset a learned
  * quota (limit and window) opens the next window; without one the scope is
@@ -81,17 +95,11 @@ export class AnnouncedWindow {
    * announced): nothing until `resetAt`, the hold's end, then bursts of
    * `limit` (see `#roll`).
    */
-  infer(
-    now: number,
-    limit: number,
-    windowMs: number,
-    resetAt: number,
-    lateFrom = Number.NaN,
-    lateUntil = Number.NaN,
-  ): void {
+  infer(now: number, told: ToldQuota): void {
+    const { limit, windowMs, resetAt } = told;
     this.inferred = true;
-    this.#lateFrom = lateFrom;
-    this.#lateUntil = lateUntil;
+    this.#lateFrom = told.lateFrom;
+    this.#lateUntil = told.lateUntil;
     this.limit = limit;
     this.windowMs = windowMs;
     this.toldWindowMs = windowMs;

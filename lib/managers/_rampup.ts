@@ -45,6 +45,7 @@ import {
 import type { DoneInfo, ScopeStep } from "./scope_manager_protocol.ts";
 import { admitted } from "./_admitted.ts";
 import { SendLog } from "./_send_log.ts";
+import type { ToldQuota } from "./_announced_window.ts";
 
 /** What a step moves: the manager's delay and concurrency. */
 export interface RampKnobs {
@@ -295,14 +296,7 @@ export class RampupController {
    * A window quota told by the server's holds (see `onTrigger`), read and
    * cleared by the manager; a quota announced in headers or configured wins.
    */
-  quota: {
-    limit: number;
-    windowMs: number;
-    resetAt: number;
-    /** Admits answered later of sends in [lateFrom, lateUntil) count too (see `AnnouncedWindow.lateAdmit`). */
-    lateFrom: number;
-    lateUntil: number;
-  } | undefined;
+  quota: ToldQuota | undefined;
   /** A hold the controller asks for (a probe in a block), read by the manager. */
   holdUntil = 0;
   /** Steps taken on a trigger or an answer, reported by the next `advance`. */
@@ -385,13 +379,20 @@ export class RampupController {
     const next = this.#clampRate(ESTIMATE_SHARE * r);
     if (!(r < this.rate * IN_FLIGHT_BELOW && next < this.rate)) return;
     this.#hi = Math.min(this.#hi, 2 * r);
-    this.rate = next;
-    // Reported and applied at the next `advance`, as a window read from a block.
+    this.#paceLater(next, `in flight at the cut: admitted ${fmt(r)}/s: rate ${fmt(next)}/s`);
+  }
+
+  /**
+   * Pace at `rate` from the next `advance`, which reports `why` and applies
+   * it: read from an answer (or an answered-for refusal), not at a cut.
+   */
+  #paceLater(rate: number, why: string): void {
+    this.rate = rate;
     this.#pending.push({
       kind: "rampup",
-      delayMs: 1000 / next,
+      delayMs: rate === Infinity ? 0 : 1000 / rate,
       concurrency: Number.NaN,
-      why: `in flight at the cut: admitted ${fmt(r)}/s: rate ${fmt(next)}/s`,
+      why,
     });
     this.#needsApply = true;
   }
@@ -409,20 +410,13 @@ export class RampupController {
    */
   #refusedOnTheWay(sentAt: number): void {
     if (!this.#lastCutWasRate || this.rate === Infinity || this.#firstAdmits > BURST_MIN) return;
-    if (this.#windowRate > 0 || this.quota !== undefined) return;
+    if (this.#windowRate > 0) return;
     const g = this.#gapRate(sentAt);
     if (!(g > 0 && g <= this.rate * (1 + ON_THE_WAY_MARGIN))) return;
     const next = this.#clampRate(g * CUT_FACTOR);
     if (!(next < this.rate)) return;
     this.#hi = Math.min(this.#hi, g);
-    this.rate = next;
-    this.#pending.push({
-      kind: "rampup",
-      delayMs: 1000 / next,
-      concurrency: Number.NaN,
-      why: `refused on its way at ${fmt(g)}/s: rate ${fmt(next)}/s`,
-    });
-    this.#needsApply = true;
+    this.#paceLater(next, `refused on its way at ${fmt(g)}/s: rate ${fmt(next)}/s`);
   }
 
   /** The in-flight count of a send at `sentAt` (see `SendLog.take`). */
@@ -1272,16 +1266,13 @@ export class RampupController {
       this.#windowAt = now;
       // A round shorter than the window says nothing of it.
       this.#windowPeriodMs = Math.min(period, this.limits.windowMs);
-      this.rate = this.#clampRate(ESTIMATE_SHARE * est);
-      this.#pending.push({
-        kind: "rampup",
-        delayMs: this.rate === Infinity ? 0 : 1000 / this.rate,
-        concurrency: Number.NaN,
-        why: `a window: ${this.#periodAdmits - 1} admitted in ${Math.round(period)} ms: rate ${
-          fmt(this.rate)
+      const rate = this.#clampRate(ESTIMATE_SHARE * est);
+      this.#paceLater(
+        rate,
+        `a window: ${this.#periodAdmits - 1} admitted in ${Math.round(period)} ms: rate ${
+          fmt(rate)
         }/s`,
-      });
-      this.#needsApply = true;
+      );
     }
     this.#periodStart = now;
     this.#periodAdmits = 1;

@@ -407,14 +407,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         if (q !== undefined && this.config.quota === undefined && !announced) {
           // A window told by the server's holds: the scope's learned quota
           // (a configured quota, or one announced in headers, wins).
-          (x.ann ??= new AnnouncedWindow()).infer(
-            now,
-            q.limit,
-            q.windowMs,
-            q.resetAt,
-            q.lateFrom,
-            q.lateUntil,
-          );
+          (x.ann ??= new AnnouncedWindow()).infer(now, q);
         }
         const next = now + this.#delayMs;
         if (next > this.#nextSendAt) this.#nextSendAt = next;
