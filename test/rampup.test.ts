@@ -466,64 +466,93 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
   });
 
   it("a refusal on its way at a cut, sent no faster than the new pace, halves it at once: one hold fewer", () => {
-    // A 12/s strict spacer, 30 ms, 429 with a 1 s Retry-After: two sends at
-    // once, the second refused; the cut halved from 66.67/s to 33.33/s while
-    // a send 30 ms after the first was on its way. Its refusal says 33.33/s
-    // is too fast too; before, a second hold said so a second later.
+    // A 6/s strict spacer, 70 ms, 429 with a 1 s Retry-After: two sends at
+    // once, the second refused; the cut halved from 28.57/s to 14.29/s while
+    // a send 70 ms after the first was on its way. Its refusal says 14.29/s
+    // is too fast too; before, a second hold said so a second later. (A cut
+    // above 16/s starts from below instead: see the next tests.)
     const { r, steps, holds } = crawlSpacer(
-      { ratePerSec: 12, latencyMs: 30, status: 429, retryAfter: "seconds" },
+      { ratePerSec: 6, latencyMs: 70, status: 429, retryAfter: "seconds" },
       { pages: 150 },
     );
     expect(steps.slice(0, 3)).toEqual([
-      [30, "refused at 66.67/s: rate 33.33/s"],
-      [60, "refused on its way at 33.33/s: rate 16.67/s"],
-      // After the first hold (1 s from 60 ms): one admitted, the next 60 ms later refused.
-      [1150, "refused at 16.67/s: rate 8.33/s"],
+      [70, "refused at 28.57/s: rate 14.29/s"],
+      [140, "refused on its way at 14.29/s: rate 7.14/s"],
+      // After the first hold (1 s from 140 ms): one admitted, the next 140 ms later refused.
+      [1350, "refused at 7.14/s: rate 3.57/s"],
     ]);
     expect(holds).toBeLessThanOrEqual(4);
     expect(r.efficiency).toBeGreaterThan(0.75);
   });
 
-  it("a pace the sends could not keep (one in flight, a round trip apart) is refused at the gap they went: a fast refusal halves from there", () => {
-    // A 12/s strict spacer that answers a refusal at once (1 ms) and a page
-    // in 60 ms, Retry-After in seconds. After each cut one request is in
-    // flight until an answer, so the "1000/s" pace sent 61 ms apart: halving
-    // from the set rate took a one-second hold per step (9 holds, 0.56).
+  it("a first refusal that costs a hold, at a pace read from two sends at one instant, starts the search from below: no hold per halving", () => {
+    // A 12/s strict spacer, 30 ms, 429 with a 1 s Retry-After: the second of
+    // two sends at once refused, read as 66.67/s. Halving from there took a
+    // hold per step; the search starts at 8/s and climbs by half per quiet
+    // round until refused.
     const { r, steps, holds } = crawlSpacer(
-      { ratePerSec: 12, latencyMs: 60, rejectLatencyMs: 1, status: 429, retryAfter: "seconds" },
+      { ratePerSec: 12, latencyMs: 30, status: 429, retryAfter: "seconds" },
       { pages: 150 },
     );
-    expect(steps.slice(0, 2)).toEqual([
-      [1, "refused at 2000/s: rate 1000/s"],
-      // After the hold: admitted at 1001, answered at 1061; the next, sent at
-      // once, refused 61 ms after it.
-      [1062, "refused at 16.67/s: rate 8.33/s"],
+    expect(steps.slice(0, 4).map(([at, why]) => [Math.round(at), why])).toEqual([
+      [30, "refused at 66.67/s, a hold of 1000 ms: from below at 8/s"],
+      [1560, "quiet at 8/s, no refused rate above: climbing to 12/s"],
+      [2060, "quiet at 12/s, no refused rate above: climbing to 18/s"],
+      [2229, "refused at the first sends at 18/s: back to 12/s"],
     ]);
-    expect(holds).toBeLessThanOrEqual(3);
-    expect(r.efficiency).toBeGreaterThan(0.75);
+    expect(holds).toBeLessThanOrEqual(5);
+    expect(r.efficiency).toBeGreaterThan(0.7);
+    // A 10/s spacer at 5 ms answering Retry-After: 2 (two sends at once read
+    // as 200/s): halving took seven holds of 2 s (0.62); from below, four.
+    const fast = crawlSpacer(
+      { ratePerSec: 10, latencyMs: 5, status: 429, retryAfter: 2 },
+      { pages: 200 },
+    );
+    expect(fast.holds).toBeLessThanOrEqual(4);
+    expect(fast.r.efficiency).toBeGreaterThan(0.7);
   });
 
-  it("a first refusal answered before any admit: its hold is not counted against the time since the controller's first send", () => {
+  it("a pace the sends could not keep (one in flight, a round trip apart) is refused at the gap they went: a fast refusal cuts from there", () => {
+    // A 12/s strict spacer that answers a refusal at once (1 ms, no
+    // Retry-After) and a page in 60 ms. After the first cut one request is in
+    // flight until an answer, so the "1000/s" pace sent 61 ms apart: cutting
+    // from the set rate took a refusal per step down from 1000/s.
+    const { r, steps } = crawlSpacer(
+      { ratePerSec: 12, latencyMs: 60, rejectLatencyMs: 1, status: 429 },
+      { pages: 150 },
+    );
+    expect(steps.slice(0, 3).map(([at, why]) => [Math.round(at), why])).toEqual([
+      [1, "refused at 2000/s: rate 1000/s"],
+      [61, "refused again: next probe in 250 ms"],
+      // The probe admitted, answered 60 ms later; the next, sent at once,
+      // refused: 16.67/s, a quarter of it (nothing was quiet yet).
+      [372, "refused at the first sends at 16.67/s: rate 4.17/s"],
+    ]);
+    expect(r.refused).toBeLessThanOrEqual(6);
+    expect(r.efficiency).toBeGreaterThan(0.85);
+  });
+
+  it("a first refusal answered before any admit, costing a hold: the search starts from below, not by halving from 2000/s", () => {
     // A 20/s strict spacer at 110 ms that refuses in 1 ms, Retry-After in
-    // seconds: the first refusal came before any page, so the controller's
-    // first send came after that hold, and the hold was taken off the time
-    // since it (none left): what the site admitted read as thousands a
-    // second, and the quarter cut for a pace far above it never applied
-    // (halving from 1000/s: five holds, 0.45).
-    const { r, steps } = crawlSpacer({
+    // seconds: the first refusal came before any page, two in flight over
+    // 1 ms read as 2000/s. Halving (then quartering) from there took a hold
+    // per step (five holds, 0.45; 0.60 with quarters); from below, three.
+    const { r, steps, holds } = crawlSpacer({
       ratePerSec: 20,
       latencyMs: 110,
       rejectLatencyMs: 1,
       status: 503,
       retryAfter: "seconds",
     });
-    expect(steps.slice(0, 4).map(([, why]) => why)).toEqual([
-      "refused at 2000/s: rate 1000/s",
-      "refused at the first sends at 1000/s: rate 250/s",
-      "refused at the first sends at 250/s: rate 62.5/s",
-      "refused at the first sends at 62.5/s: rate 15.63/s",
+    expect(steps.slice(0, 5).map(([, why]) => why)).toEqual([
+      "refused at 2000/s, a hold of 1000 ms: from below at 8/s",
+      "quiet at 8/s, no refused rate above: climbing to 12/s",
+      "quiet at 12/s, no refused rate above: climbing to 18/s",
+      "quiet at 18/s, no refused rate above: climbing to 27/s",
+      "refused at the first sends at 27/s: back to 18/s",
     ]);
-    expect(r.efficiency).toBeGreaterThan(0.55);
+    expect(holds).toBeLessThanOrEqual(3);
+    expect(r.efficiency).toBeGreaterThan(0.65);
   });
 
   it("what one request in flight carried at a long round trip is no estimate of the site's rate: the cut halves from the refused pace", () => {
@@ -554,7 +583,7 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
       { pages: 150, seed: 1, outboundJitterMs: 10, inboundJitterMs: 10 },
     );
     const near = steps.flatMap(([, why]) => why.includes("near the quiet") ? [why] : []);
-    expect(near[0]).toBe("refused at 11.39/s, near the quiet 11.39/s: rate 10.37/s");
+    expect(near[0]).toBe("refused at 11.05/s, near the quiet 11.05/s: rate 10.06/s");
   });
 
   it("a learned pace is a floor for jitter: a strict spacer sees no gap shorter than it", () => {
