@@ -6,10 +6,12 @@
  * sites that miss the issue's targets: efficiency 0.8 with the defaults, 0.9
  * with rampup, at most 5% refused) and the misses. Seconds to run, no sockets.
  *
- * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6] [--latency 5] [--set issue] [--fast-refusals]`
+ * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6] [--latency 5] [--set issue|retry-after] [--fast-refusals]`
  *
  * `--set issue`: instead of drawn sites, the 162 sites of the shapes issue 11
- * measured (`lib/sim/zoo_issue_sites.ts`; use one seed).
+ * measured (`lib/sim/zoo_issue_sites.ts`; use one seed). `--set retry-after`:
+ * 144 sites of 2-10/s that answer every refusal with a hold of 1-5 s
+ * (`retryAfterSites` there).
  *
  * `--latency MS`: every site answers in MS (a loopback server's few ms),
  * instead of its drawn latency (its variation stays).
@@ -27,7 +29,7 @@
  */
 import { describeLimiter } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
-import { issueShapeSites } from "../lib/sim/zoo_issue_sites.ts";
+import { issueShapeSites, retryAfterSites } from "../lib/sim/zoo_issue_sites.ts";
 import { generateZooSites } from "../lib/sim/zoo_random.ts";
 import { argValue, isMain, markdownTable, median } from "./_harness.ts";
 
@@ -47,7 +49,12 @@ export function main(argv: readonly string[]): string {
       const effs: number[] = [];
       const refused: number[] = [];
       let missed = 0;
-      const sites = (set === "issue" ? issueShapeSites() : generateZooSites(seed)).map((site) => ({
+      const chosen = set === "issue"
+        ? issueShapeSites()
+        : set === "retry-after"
+        ? retryAfterSites()
+        : generateZooSites(seed);
+      const sites = chosen.map((site) => ({
         ...site,
         ...(latency === undefined ? {} : { latencyMs: Number(latency) }),
         ...(fastRefusals ? { rejectLatencyMs: 1 } : {}),

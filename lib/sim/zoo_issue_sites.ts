@@ -85,3 +85,48 @@ export function issueShapeSites(): ZooSiteSpec[] {
   }
   return sites;
 }
+
+/**
+ * 144 sites of 2, 5 and 10/s that answer every refusal with a hold: strict
+ * spacers, buckets of a second's worth, fixed windows of a second and
+ * sliding windows of two, each with `Retry-After` of its wait (whole
+ * seconds) or always 1, 2 or 5 s, at 5, 60 and 150 ms ± 30%. Each refusal
+ * costs its hold, so what matters is how few a search for the rate takes.
+ * The set `bench/zoo_sweep.bench.ts --set retry-after` crawls.
+ *
+ * @returns The sites, in a fixed order.
+ */
+export function retryAfterSites(): ZooSiteSpec[] {
+  const sites: ZooSiteSpec[] = [];
+  for (const r of [2, 5, 10]) {
+    for (const retryAfter of ["seconds", 1, 2, 5] as const) {
+      for (const latencyMs of [5, 60, 150]) {
+        const c = { latencyMs, latencyJitter: 0.3, status: 429 as const, retryAfter };
+        const ra = `Retry-After ${retryAfter === "seconds" ? "its wait" : retryAfter}`;
+        sites.push(
+          {
+            ...c,
+            name: `spacer ${r}/s, ${ra}`,
+            limiter: { shape: "token-bucket", ratePerSec: r, burst: 1 },
+          },
+          {
+            ...c,
+            name: `bucket ${r}/s burst ${Math.max(2, r)}, ${ra}`,
+            limiter: { shape: "token-bucket", ratePerSec: r, burst: Math.max(2, r) },
+          },
+          {
+            ...c,
+            name: `fixed ${r}/1s, ${ra}`,
+            limiter: { shape: "fixed-window", quota: r, windowMs: 1000 },
+          },
+          {
+            ...c,
+            name: `sliding ${2 * r}/2s, ${ra}`,
+            limiter: { shape: "sliding-window", quota: 2 * r, windowMs: 2000 },
+          },
+        );
+      }
+    }
+  }
+  return sites;
+}
