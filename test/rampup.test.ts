@@ -244,6 +244,35 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(r.refused).toBeLessThanOrEqual(2);
   });
 
+  it("a cap refused again in a burst after its hold: the burst's earlier sends were being served, the cap is lowered, not read as a rate", () => {
+    // A cap of 6 at 287 ms ± 50% answering 503 with Retry-After in seconds:
+    // read as 7 at the first refusal; after the 1 s hold the scope sent 7 at
+    // one instant and the seventh was refused. Only sends before that
+    // instant counted as served (2 answered), less than half the cap, so it
+    // was read as a rate (4.69/s) and the scope ran at 0.37 of the site's.
+    const r = runZooCrawl({
+      site: {
+        name: "cap 6",
+        limiter: { shape: "concurrency", maxConcurrency: 6 },
+        latencyMs: 287,
+        latencyJitter: 0.5,
+        status: 503,
+        retryAfter: "seconds",
+      },
+      pages: 200,
+      outboundJitterMs: 6,
+      events: true,
+      settings: { retry: { times: 10 } },
+    });
+    const steps = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    expect(steps.slice(0, 2)).toEqual([
+      "concurrency cap: refused with 8 in flight, admitted with 7",
+      "concurrency cap: refused with 7 in flight, lowered to 6",
+    ]);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.75);
+    expect(r.refused).toBeLessThanOrEqual(3);
+  });
+
   it("rampup counts in flight as the site does: a slow refusal still out holds no slot there", () => {
     // A cap of 3 whose answers take 295 ms ± 50%: a refusal still on its
     // way counted in the in-flight count of the sends after it, so sends

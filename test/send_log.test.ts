@@ -47,4 +47,22 @@ describe("SendLog", () => {
       });
     }
   });
+
+  it("pendingAt and pendingBefore: unanswered sends at an instant and before it", () => {
+    const log = new SendLog(8);
+    for (const [at, f] of [[0, 1], [3, 2], [10, 3], [10, 4], [10, 5], [12, 6]] as const) {
+      log.push(at, f);
+    }
+    log.take(10, true); // the refused one: 5
+    log.take(3, false); // answered
+    // [instant, pending at it, pending before it]
+    const table: [number, number, number][] = [[10, 2, 1], [0, 1, 0], [3, 0, 1], [12, 1, 3]];
+    for (const [at, atIt, before] of table) {
+      expect({ at, atIt: log.pendingAt(at), before: log.pendingBefore(at) }).toEqual({
+        at,
+        atIt,
+        before,
+      });
+    }
+  });
 });

@@ -117,6 +117,17 @@ export class SendLog {
     return n;
   }
 
+  /** Sends at the instant `sentAt` (within a microsecond) whose answer has not been taken. */
+  pendingAt(sentAt: number): number {
+    let n = 0;
+    this.#back((at, f) => {
+      if (at < sentAt - SAME_INSTANT_MS) return false;
+      if (at <= sentAt + SAME_INSTANT_MS && f !== 0) n++;
+      return true;
+    });
+    return n;
+  }
+
   /** Sends at or after `from`. */
   countSince(from: number): number {
     let n = 0;
