@@ -244,6 +244,30 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(r.refused).toBeLessThanOrEqual(2);
   });
 
+  it("a first refused pace read over a long round trip is no limit where a refusal costs no hold: reached quiet, the scope climbs on", () => {
+    // A 13/s strict spacer at 198 ms that refuses with 429 and no
+    // Retry-After: two sends at once, reordered on the way, the first
+    // refused: read as 5/s. The scope bisected up to 5/s and took it for the
+    // site's limit, probing above once a window (60 s): 0.37.
+    const r = runZooCrawl({
+      site: {
+        name: "spacer 13/s",
+        limiter: { shape: "token-bucket", ratePerSec: 13, burst: 1 },
+        latencyMs: 198,
+        status: 429,
+      },
+      pages: 200,
+      outboundJitterMs: 6,
+      events: true,
+      settings: { retry: { times: 10 } },
+    });
+    const steps = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    expect(steps[0]).toBe("refused at 5/s: rate 2.5/s");
+    expect(steps).toContain("quiet at 4.92/s, no refused rate above: climbing to 7.38/s");
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.6);
+    expect(r.refused / r.requests).toBeLessThanOrEqual(0.05);
+  });
+
   it("a cap refused again in a burst after its hold: the burst's earlier sends were being served, the cap is lowered, not read as a rate", () => {
     // A cap of 6 at 287 ms ± 50% answering 503 with Retry-After in seconds:
     // read as 7 at the first refusal; after the 1 s hold the scope sent 7 at

@@ -294,7 +294,7 @@ export class RampupController {
   #climb = false;
   /**
    * `#hi` came from the first refusal alone, unpaced with few admits before
-   * (with rampup, or sends at one instant): the pace read from a few sends
+   * (with rampup, sends at one instant, or a refusal that costs no hold): the pace read from a few sends
    * over a real network says little (two sends a few ms apart at the site
    * though far apart when sent), so reaching it quiet means climbing on.
    */
@@ -645,7 +645,8 @@ export class RampupController {
     }
     this.#phase = "learn";
     this.#roundTriggers++;
-    this.#costlyRefusal = this.#heldUntil - now >= SECOND_HOLD_MS;
+    // (Within a real clock's fuzz: 1112.31 - 112.31 is 999.9999999999999.)
+    this.#costlyRefusal = this.#heldUntil - now >= SECOND_HOLD_MS - HOLD_FUZZ_MS;
     // A target [lo, hi]: the first lo - 1 triggers of a window are tolerated (rampup asked for them).
     if (!(now < this.#targetWindowStart + lim.windowMs)) {
       this.#targetWindowStart = now;
@@ -989,8 +990,12 @@ export class RampupController {
     }
     this.rate = this.#clampRate(next);
     this.#climb = false;
+    // Or where a refusal costs no hold: a first pace read over a long round
+    // trip says as little (two sends at once, reordered on the way, the
+    // first refused: "5/s" on a 13/s spacer at 198 ms, which the scope then
+    // took for its limit, probing above it once a window: 0.37, 0.66 now).
     this.#hiSoft = firstPace && this.#firstAdmits <= BURST_MIN &&
-      (this.limits.mode === "rampup" || atOnce);
+      (this.limits.mode === "rampup" || atOnce || !this.#costlyRefusal);
     if (this.#hiSoft) this.#climbBurst = this.#firstAdmits;
     this.#fromBelow = fromBelow;
     if (fromBelow) {
