@@ -44,7 +44,7 @@ import {
 } from "../settings/settings.ts";
 import type { DoneInfo, ScopeStep } from "./scope_manager_protocol.ts";
 import { admitted } from "./_admitted.ts";
-import { SendLog } from "./_send_log.ts";
+import { SAME_INSTANT_MS, SendLog } from "./_send_log.ts";
 import type { ToldQuota } from "./_announced_window.ts";
 
 /** What a step moves: the manager's delay and concurrency. */
@@ -210,7 +210,6 @@ const MAX_F = 64;
 /** Sends remembered for their in-flight count. */
 const RING = 128;
 
-const INSTANT_MS = 1e-3;
 function fmt(rate: number): string {
   return rate === Infinity ? "unlimited" : String(Math.round(rate * 100) / 100);
 }
@@ -294,7 +293,7 @@ export class RampupController {
   #climb = false;
   /**
    * `#hi` came from the first refusal alone, unpaced with few admits before
-   * (with rampup, sends at one instant, or a refusal that costs no hold): the pace read from a few sends
+   * (with rampup, sends at one instant, or a refusal that costs no hold of a second or more): the pace read from a few sends
    * over a real network says little (two sends a few ms apart at the site
    * though far apart when sent), so reaching it quiet means climbing on.
    */
@@ -525,6 +524,7 @@ export class RampupController {
     if (!(rate < this.rate)) return false;
     this.#phase = "learn";
     this.rate = rate;
+    this.#fromBelow = false;
     if (rate < this.#hi) this.#hi = rate / (1 - CONVERGED);
     this.#apply(knobs);
     this.#report(knobs, `${why}: pace ${fmt(rate)}/s`);
@@ -597,7 +597,7 @@ export class RampupController {
   #burstMs = 0;
   /** Server holds in the current episode (their time is `#heldMs`). */
   #episodeHolds = 0;
-  /** Whether the last refusal brought a server hold of SECOND_HOLD_MS or more. */
+  /** Whether the last refusal brought a server hold of SECOND_HOLD_MS or more (within HOLD_FUZZ_MS). */
   #costlyRefusal = false;
   /** Admits before the first refusal, and the time they took. */
   #firstAdmits = 0;
@@ -932,7 +932,7 @@ export class RampupController {
       }/s`;
     } else if (
       this.#climb && this.rate !== Infinity && this.#climbedFrom > 0 &&
-      pace <= this.#climbedFrom * CLIMB * (1 + CONVERGED)
+      pace <= this.#climbedFrom * (this.#fromBelow ? FROM_BELOW_CLIMB : CLIMB) * (1 + CONVERGED)
     ) {
       // Refused in a climb: the pace it climbed from, one step below, is
       // the limit found (what was admitted since the first refusal counts
@@ -978,7 +978,7 @@ export class RampupController {
     // from a few sends (nothing admitted in a run before it): halving from
     // that pace costs a hold per step (two sends at one instant over a 5 ms
     // round trip read as 318/s: six holds to a 10/s spacer). The search
-    // starts below instead, at a pace most sites allow, and doubles per
+    // starts below instead, at a pace most sites allow, and climbs 1.5x per
     // quiet round until refused (see FROM_BELOW_RATE).
     const fromBelow = firstPace && this.#costlyRefusal && this.#firstAdmits <= BURST_MIN &&
       next > 2 * FROM_BELOW_RATE;
@@ -990,7 +990,7 @@ export class RampupController {
     }
     this.rate = this.#clampRate(next);
     this.#climb = false;
-    // Or where a refusal costs no hold: a first pace read over a long round
+    // Or where a refusal costs no hold of a second or more: a first pace read over a long round
     // trip says as little (two sends at once, reordered on the way, the
     // first refused: "5/s" on a 13/s spacer at 198 ms, which the scope then
     // took for its limit, probing above it once a window: 0.37, 0.66 now).
@@ -1092,7 +1092,7 @@ export class RampupController {
   #servedAt(sentAt: number, pending = true, f = 0): number {
     let n = pending ? this.#sends.pendingBefore(sentAt) : 0;
     // With f (the refused send's in-flight count): sends at its instant (one
-    // dispatch: a burst after a hold) not refused were being served too, up
+    // dispatch: a burst after a hold) not refused (so far) were being served too, up
     // to the f - 1 the scope had in flight with it (a cap of 6 at 287 ms ±
     // 50% refused the seventh of a burst after its 1 s hold, read as serving
     // 2 and as a rate: 0.37 of the site's).
@@ -1105,7 +1105,7 @@ export class RampupController {
       // Read later (no pending sends counted), sends at the refused one's
       // instant that were admitted were served with it.
       if (pending ? start < sentAt : start <= sentAt) n++;
-      else if (pending && start <= sentAt + INSTANT_MS) same++;
+      else if (pending && start <= sentAt + SAME_INSTANT_MS) same++;
     }
     return n + Math.min(same, Math.max(0, f - 1 - n));
   }
@@ -1286,6 +1286,7 @@ export class RampupController {
     );
     this.rate = this.#clampRate(1000 / delay);
     this.#hi = Math.min(this.#hi, this.rate / CUT_FACTOR);
+    this.#fromBelow = false;
     this.#cut(now, false);
     this.#apply(knobs);
     return this.#report(knobs, `trigger with nothing to measure: one step to ${fmt(this.rate)}/s`);
@@ -1541,6 +1542,7 @@ export class RampupController {
       const carried = this.#latencyMs > 0 ? (top * 1000) / this.#latencyMs : Infinity;
       if (before >= carried) {
         this.#climb = false;
+        this.#fromBelow = false;
         return;
       }
       next = Math.min(before * factor, carried);

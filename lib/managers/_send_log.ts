@@ -13,7 +13,7 @@
  * out as its arrival minus its latency, which in floating point (a real
  * clock's fractional ms) can differ from the logged time in the last bits.
  */
-const SAME_INSTANT_MS = 1e-3;
+export const SAME_INSTANT_MS = 1e-3;
 
 /** In-flight counts are kept up to this. */
 export const MAX_IN_FLIGHT = 255;

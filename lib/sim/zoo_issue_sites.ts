@@ -102,7 +102,9 @@ export function retryAfterSites(): ZooSiteSpec[] {
     for (const retryAfter of ["seconds", 1, 2, 5] as const) {
       for (const latencyMs of [5, 60, 150]) {
         const c = { latencyMs, latencyJitter: 0.3, status: 429 as const, retryAfter };
-        const ra = `Retry-After ${retryAfter === "seconds" ? "its wait" : retryAfter}`;
+        const ra = `Retry-After ${
+          retryAfter === "seconds" ? "its wait" : retryAfter
+        }, ${latencyMs} ms`;
         sites.push(
           {
             ...c,
