@@ -102,30 +102,25 @@ function crawlSpacer(
   crawl: Omit<ZooCrawlOptions, "site" | "events" | "settings"> = {},
 ) {
   const { ratePerSec, ...rest } = site;
-  const r = runZooCrawl({
-    site: { name: "gcra", limiter: { shape: "token-bucket", ratePerSec, burst: 1 }, ...rest },
-    events: true,
-    settings: { retry: { times: 10 } },
-    ...crawl,
-  });
-  const steps = r.events.flatMap((e) => e.type === "rampup" ? [[e.at, e.why] as const] : []);
-  return { r, steps, holds: r.events.filter((e) => e.type === "hold").length };
+  return crawlSite(
+    { name: "gcra", limiter: { shape: "token-bucket", ratePerSec, burst: 1 }, ...rest },
+    crawl,
+  );
 }
 
 /**
- * Crawls 200 pages of `site` with the defaults, 6 ms of outbound jitter (a
- * real clock's) and ten retries, and returns the result with its rampup
- * steps' reasons.
+ * Crawls `site` with ten retries and events on, and returns the result with
+ * its rampup steps as [time, why], their reasons alone, and how many holds
+ * the site gave.
  */
-function crawlJittered(site: ZooSiteSpec) {
-  const r = runZooCrawl({
-    site,
-    pages: 200,
-    outboundJitterMs: 6,
-    events: true,
-    settings: { retry: { times: 10 } },
-  });
-  return { r, steps: r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []) };
+function crawlSite(
+  site: ZooSiteSpec,
+  crawl: Omit<ZooCrawlOptions, "site" | "events" | "settings"> = {},
+) {
+  const r = runZooCrawl({ site, events: true, settings: { retry: { times: 10 } }, ...crawl });
+  const steps = r.events.flatMap((e) => e.type === "rampup" ? [[e.at, e.why] as const] : []);
+  const whys = steps.map(([, why]) => why);
+  return { r, steps, whys, holds: r.events.filter((e) => e.type === "hold").length };
 }
 
 describe("rampup (slow start: the reference's steps, per round)", () => {
@@ -265,12 +260,12 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     // Retry-After: two sends at once, reordered on the way, the first
     // refused: read as 5/s. The scope bisected up to 5/s and took it for the
     // site's limit, probing above once a window (60 s): 0.37.
-    const { r, steps } = crawlJittered({
+    const { r, whys: steps } = crawlSite({
       name: "spacer 13/s",
       limiter: { shape: "token-bucket", ratePerSec: 13, burst: 1 },
       latencyMs: 198,
       status: 429,
-    });
+    }, { outboundJitterMs: 6 });
     expect(steps[0]).toBe("refused at 5/s: rate 2.5/s");
     expect(steps).toContain("quiet at 4.92/s, no refused rate above: climbing to 7.38/s");
     expect(r.efficiency).toBeGreaterThanOrEqual(0.6);
@@ -283,14 +278,14 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     // one instant and the seventh was refused. Only sends before that
     // instant counted as served (2 answered), less than half the cap, so it
     // was read as a rate (4.69/s) and the scope ran at 0.37 of the site's.
-    const { r, steps } = crawlJittered({
+    const { r, whys: steps } = crawlSite({
       name: "cap 6",
       limiter: { shape: "concurrency", maxConcurrency: 6 },
       latencyMs: 287,
       latencyJitter: 0.5,
       status: 503,
       retryAfter: "seconds",
-    });
+    }, { outboundJitterMs: 6 });
     expect(steps.slice(0, 2)).toEqual([
       "concurrency cap: refused with 8 in flight, admitted with 7",
       "concurrency cap: refused with 7 in flight, lowered to 6",

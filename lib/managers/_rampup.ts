@@ -161,7 +161,10 @@ const IN_FLIGHT_BELOW = 0.8;
  * 80 ms 0.79 → 0.74.)
  */
 const FROM_BELOW_RATE = 8;
-/** Climbing from below, each quiet round goes this much faster (2: the same sweep, one more hold at a 12/s spacer). */
+/**
+ * Climbing from below, each quiet round goes this much faster (2: the same
+ * sweep, one more hold at a 12/s spacer).
+ */
 const FROM_BELOW_CLIMB = 1.5;
 /** Admits a period needs before its block is read as a window. */
 const WINDOW_MIN_ADMITS = 3;
@@ -293,9 +296,10 @@ export class RampupController {
   #climb = false;
   /**
    * `#hi` came from the first refusal alone, unpaced with few admits before
-   * (with rampup, sends at one instant, or a refusal that costs no hold of a second or more): the pace read from a few sends
-   * over a real network says little (two sends a few ms apart at the site
-   * though far apart when sent), so reaching it quiet means climbing on.
+   * (with rampup, sends at one instant, or a refusal that costs no hold of
+   * a second or more): the pace read from a few sends over a real network
+   * says little (two sends a few ms apart at the site though far apart when
+   * sent), so reaching it quiet means climbing on.
    */
   #hiSoft = false;
   /** Climbing from FROM_BELOW_RATE by FROM_BELOW_CLIMB: no pace was refused but a burst's. */
@@ -597,7 +601,7 @@ export class RampupController {
   #burstMs = 0;
   /** Server holds in the current episode (their time is `#heldMs`). */
   #episodeHolds = 0;
-  /** Whether the last refusal brought a server hold of SECOND_HOLD_MS or more (within HOLD_FUZZ_MS). */
+  /** Whether the last refusal brought a server hold of SECOND_HOLD_MS or more, within HOLD_FUZZ_MS. */
   #costlyRefusal = false;
   /** Admits before the first refusal, and the time they took. */
   #firstAdmits = 0;
@@ -990,10 +994,11 @@ export class RampupController {
     }
     this.rate = this.#clampRate(next);
     this.#climb = false;
-    // Or where a refusal costs no hold of a second or more: a first pace read over a long round
-    // trip says as little (two sends at once, reordered on the way, the
-    // first refused: "5/s" on a 13/s spacer at 198 ms, which the scope then
-    // took for its limit, probing above it once a window: 0.37, 0.66 now).
+    // Or where a refusal costs no hold of a second or more: a first pace
+    // read over a long round trip says as little (two sends at once,
+    // reordered on the way, the first refused: "5/s" on a 13/s spacer at
+    // 198 ms, which the scope then took for its limit, probing above it once
+    // a window: 0.37, 0.66 now).
     this.#hiSoft = firstPace && this.#firstAdmits <= BURST_MIN &&
       (this.limits.mode === "rampup" || atOnce || !this.#costlyRefusal);
     if (this.#hiSoft) this.#climbBurst = this.#firstAdmits;
@@ -1092,11 +1097,12 @@ export class RampupController {
   #servedAt(sentAt: number, pending = true, f = 0): number {
     let n = pending ? this.#sends.pendingBefore(sentAt) : 0;
     // With f (the refused send's in-flight count): sends at its instant (one
-    // dispatch: a burst after a hold) not refused (so far) were being served too, up
-    // to the f - 1 the scope had in flight with it (a cap of 6 at 287 ms ±
-    // 50% refused the seventh of a burst after its 1 s hold, read as serving
-    // 2 and as a rate: 0.37 of the site's).
-    let same = pending ? this.#sends.pendingAt(sentAt) : 0;
+    // dispatch: a burst after a hold) not refused so far were being served
+    // too, up to the f - 1 the scope had in flight with it (a cap of 6 at
+    // 287 ms ± 50% refused the seventh of a burst after its 1 s hold, read
+    // as serving 2 and as a rate: 0.37 of the site's).
+    const burst = pending && f > 0;
+    let same = burst ? this.#sends.pendingAt(sentAt) : 0;
     const count = Math.min(this.#admitCount, RING);
     for (let k = 1; k <= count; k++) {
       const i = (this.#admitCount - k) % RING;
@@ -1105,9 +1111,9 @@ export class RampupController {
       // Read later (no pending sends counted), sends at the refused one's
       // instant that were admitted were served with it.
       if (pending ? start < sentAt : start <= sentAt) n++;
-      else if (pending && start <= sentAt + SAME_INSTANT_MS) same++;
+      else if (burst && start <= sentAt + SAME_INSTANT_MS) same++;
     }
-    return n + Math.min(same, Math.max(0, f - 1 - n));
+    return burst ? n + Math.min(same, Math.max(0, f - 1 - n)) : n;
   }
 
   /**
