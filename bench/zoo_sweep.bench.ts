@@ -6,12 +6,14 @@
  * sites that miss the issue's targets: efficiency 0.8 with the defaults, 0.9
  * with rampup, at most 5% refused) and the misses. Seconds to run, no sockets.
  *
- * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6] [--latency 5] [--set issue|retry-after] [--fast-refusals]`
+ * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6] [--latency 5] [--set issue|retry-after|flaky] [--fast-refusals]`
  *
  * `--set issue`: instead of drawn sites, the 162 sites of the shapes issue 11
  * measured (`lib/sim/zoo_issue_sites.ts`; use one seed). `--set retry-after`:
  * 144 sites of 2-10/s that answer every refusal with a hold of 1-5 s
- * (`retryAfterSites` there).
+ * (`retryAfterSites` there). `--set flaky`: 36 sites whose backend fails
+ * 2-10% of requests at random with 502 or 504 (`flakySites`; their
+ * efficiency against the same sites without failures: test/zoo_crawl.test.ts).
  *
  * `--latency MS`: every site answers in MS (a loopback server's few ms),
  * instead of its drawn latency (its variation stays).
@@ -29,7 +31,7 @@
  */
 import { describeLimiter } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
-import { issueShapeSites, retryAfterSites } from "../lib/sim/zoo_issue_sites.ts";
+import { flakySites, issueShapeSites, retryAfterSites } from "../lib/sim/zoo_issue_sites.ts";
 import { generateZooSites } from "../lib/sim/zoo_random.ts";
 import { argValue, isMain, markdownTable, median } from "./_harness.ts";
 
@@ -53,6 +55,8 @@ export function main(argv: readonly string[]): string {
         ? issueShapeSites()
         : set === "retry-after"
         ? retryAfterSites()
+        : set === "flaky"
+        ? flakySites()
         : generateZooSites(seed);
       const sites = chosen.map((site) => ({
         ...site,

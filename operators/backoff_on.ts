@@ -147,7 +147,9 @@ export function backoffOn<R, T>(
       const b = backoff[scope]!;
       if (b.trigger) {
         const signal = b.holdMs === undefined
-          ? { cause: b.cause ?? "trigger", sentAt: outcome.sentAt }
+          ? softTrigger(outcome) && b.explained !== true
+            ? { cause: b.cause ?? "trigger", sentAt: outcome.sentAt, soft: true }
+            : { cause: b.cause ?? "trigger", sentAt: outcome.sentAt }
           : { holdMs: b.holdMs, cause: b.cause ?? "trigger", sentAt: outcome.sentAt };
         throttler.recordBackoff(
           scope,
@@ -179,6 +181,16 @@ export function backoffOn<R, T>(
     }
     return errorMatches(classifyDownloadError(outcome.error), retry.exceptions);
   }
+}
+
+/**
+ * A trigger that says nothing of a limit by itself (`BackoffSignal.soft`):
+ * a failed download, or a server error other than 503.
+ */
+function softTrigger(outcome: Outcome<unknown, unknown>): boolean {
+  if (outcome.kind === "error") return true;
+  const status = outcomeStatus(outcome);
+  return status !== undefined && status >= 500 && status !== 503;
 }
 
 /**

@@ -409,6 +409,61 @@ describe("backoffOn()", () => {
     expect(causes("retry", "b.test")).toEqual(["Error"]);
   });
 
+  it("backoffOn() on an adaptive scope: a lone 502 or 504 among admitted answers is retried and slows nothing; a lone 503 or 429 slows the scope", () => {
+    /** The scope's delay and concurrency after 40 requests, the 20th answered `status`. */
+    const after = (status: number) => {
+      const p = pipeline(
+        urls("a.test", 40),
+        (_url, n) => ({ status: n === 20 ? status : 200 }),
+        { adaptive: true, concurrentRequestsPerDomain: 4 },
+      );
+      p.run();
+      expect(p.outcomes.filter((o) => o.kind === "response" && o.response.status === 200))
+        .toHaveLength(40);
+      const s = p.throttler.state("a.test")!;
+      return { delayMs: s.delayMs, concurrency: s.concurrency };
+    };
+    const untouched = after(200);
+    // [status, slowed]
+    const table: [number, boolean][] = [[502, false], [504, false], [503, true], [429, true]];
+    for (const [status, slowed] of table) {
+      const s = after(status);
+      const was = s.delayMs > untouched.delayMs || s.concurrency < untouched.concurrency;
+      expect({ status, slowed: was }).toEqual({ status, slowed });
+    }
+  });
+
+  it("backoffOn() on an adaptive scope: a lone failed download slows nothing, four of ten do", () => {
+    const run = (failing: (n: number) => boolean) => {
+      const scheduler = new TestScheduler((a, b) => expect(a).toEqual(b));
+      scheduler.maxFrames = Number.POSITIVE_INFINITY;
+      const throttler = createThrottler<string>(
+        { jitter: 0, adaptive: true, concurrentRequestsPerDomain: 1 },
+        { scheduler },
+      );
+      let n = 0;
+      const download = () => {
+        const fail = failing(n++);
+        return timer(10, scheduler).pipe(
+          mergeMap(() =>
+            fail
+              ? throwError(() => new DownloadFailedError("reset", { code: "ECONNRESET" }))
+              : of({ status: 200 })
+          ),
+        );
+      };
+      from(urls("a.test", 30)).pipe(
+        throttleByScope(throttler, download),
+        backoffOn(throttler, { retry: { times: 1 } }),
+      ).subscribe();
+      scheduler.flush();
+      return throttler.state("a.test")!.delayMs;
+    };
+    expect(run(() => false)).toBe(0);
+    expect(run((n) => n === 15)).toBe(0);
+    expect(run((n) => n >= 15 && n < 19)).toBeGreaterThan(0);
+  });
+
   it("backoffOn() retry events name a failure in the words of throttleByScope()'s request-done", () => {
     const scheduler = new TestScheduler((a, b) => expect(a).toEqual(b));
     scheduler.maxFrames = Number.POSITIVE_INFINITY;

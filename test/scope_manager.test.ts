@@ -71,6 +71,61 @@ describe("ThrottlingScopeManager (adaptive slow start)", () => {
   });
 });
 
+describe("ThrottlingScopeManager (soft triggers: a flaky backend is no limit)", () => {
+  /**
+   * 20 admitted answers, then `pattern` one answer per character, 50 ms
+   * apart (each answered 10 ms after its send): "." admitted, "s" a soft
+   * trigger (a 502), "h" a hard one (a 503). Returns whether the scope slowed.
+   */
+  function slowedBy(pattern: string, adaptive = true): boolean {
+    const m = manager({ adaptive, concurrency: 8 });
+    let t = 0;
+    const answer = (c: string) => {
+      m.recordSent(t);
+      const status = c === "." ? 200 : c === "s" ? 502 : 503;
+      if (c !== ".") {
+        m.recordBackoff(t + 10, {
+          cause: `status ${status}`,
+          sentAt: t,
+          ...(c === "s" ? { soft: true } : {}),
+        });
+      }
+      m.recordDone(t + 10, { latencyMs: 10, status, sentAt: t });
+      t += 50;
+    };
+    for (let i = 0; i < 20; i++) answer(".");
+    const before = m.state(t);
+    for (const c of pattern) answer(c);
+    const after = m.state(t);
+    return after.delayMs > before.delayMs || after.concurrency < before.concurrency ||
+      after.backoffLevel > 0;
+  }
+
+  it("an adaptive scope slows down for 4 soft triggers among 10 answers, not for fewer; a hard one at once", () => {
+    // [answers after 20 admitted, slowed]
+    const table: [string, boolean][] = [
+      ["s", false],
+      ["s.........", false],
+      ["sss", false],
+      ["ss.s", false],
+      ["ssss", true],
+      ["s.s.s.s", true],
+      ["s..s..s..s", true],
+      ["s....s....s....s", false],
+      ["s...s...s...s", false],
+      ["h", true],
+      ["sss.h", true],
+    ];
+    for (const [pattern, slowed] of table) {
+      expect({ pattern, slowed: slowedBy(pattern) }).toEqual({ pattern, slowed });
+    }
+  });
+
+  it("a scope that is not adaptive steps back for every soft trigger, as the reference does", () => {
+    expect(slowedBy("s", false)).toBe(true);
+  });
+});
+
 describe("ThrottlingScopeManager", () => {
   it("ThrottlingScopeManager.canSend() answers the wait until the delay after the last send", () => {
     const m = manager({ delayMs: 100, jitter: 0, concurrency: 4 });

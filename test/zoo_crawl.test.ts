@@ -8,7 +8,7 @@ import {
 } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
 import { generateZooSites } from "../lib/sim/zoo_random.ts";
-import { issueShapeSites, retryAfterSites } from "../lib/sim/zoo_issue_sites.ts";
+import { flakySites, issueShapeSites, retryAfterSites } from "../lib/sim/zoo_issue_sites.ts";
 import { createZooSite } from "../lib/sim/zoo_site.ts";
 import { VirtualTimeScheduler } from "rxjs";
 
@@ -174,6 +174,27 @@ describe("createZooLimiter()", () => {
       })
     )
       .toThrow(/'latencyJitter' must be a number from 0 to 1: current value is 1.5/);
+    expect(() =>
+      createZooLimiter({ name: "f", limiter: { shape: "none" }, latencyMs: 1, errorRate: 1 })
+    ).toThrow(/'errorRate' must be a number from 0 to below 1: current value is 1/);
+  });
+
+  it("createZooLimiter() with errorRate fails that share of admitted requests with errorStatus, refusals untouched", () => {
+    // Draws of 0.1 fail (below 0.25), 0.9 do not.
+    const draws = [0.1, 0.9, 0.1, 0.9];
+    let i = 0;
+    const l = createZooLimiter(
+      {
+        name: "f",
+        limiter: { shape: "token-bucket", ratePerSec: 10, burst: 2 },
+        latencyMs: 10,
+        errorRate: 0.25,
+        errorStatus: 504,
+      },
+      { random: () => draws[i++ % draws.length]! },
+    );
+    // Two admitted (the first failed anyway), then refused: no draw for a refusal.
+    expect([0, 0, 0, 100].map((t) => l.arrive(t).status)).toEqual([504, 200, 429, 504]);
   });
 
   it("createZooLimiter() with latencyJitter draws each latency within latencyMs * (1 ± jitter)", () => {
@@ -880,6 +901,28 @@ describe("retryAfterSites()", () => {
       sum += Math.min(1, r.efficiency);
     }
     expect(sum / 144).toBeGreaterThanOrEqual(0.77);
+  });
+});
+
+describe("flakySites()", () => {
+  it("flakySites() gives 36 valid sites that fail some admitted requests with 502 or 504", () => {
+    const sites = flakySites();
+    expect(sites).toHaveLength(36);
+    for (const s of sites) expect(() => validateZooSpec(s), s.name).not.toThrow();
+    expect(new Set(sites.map((s) => s.name)).size).toBe(36);
+    expect(sites.every((s) => (s.errorRate ?? 0) > 0)).toBe(true);
+  });
+
+  it("the defaults crawl a flaky backend nearly as fast as a sound one: mean 0.83 of each site's efficiency without failures (0.48 when every 502 slowed the scope), every page fetched", () => {
+    let sum = 0;
+    const crawl = (site: ZooSiteSpec) =>
+      runZooCrawl({ site, pages: 200, outboundJitterMs: 6, settings: { retry: { times: 10 } } });
+    for (const site of flakySites()) {
+      const r = crawl(site);
+      expect({ site: site.name, ok: r.ok }).toEqual({ site: site.name, ok: 200 });
+      sum += r.efficiency / crawl({ ...site, errorRate: 0 }).efficiency;
+    }
+    expect(sum / 36).toBeGreaterThanOrEqual(0.83);
   });
 });
 

@@ -31,6 +31,15 @@ export interface BackoffSignal {
    * @default false
    */
   readonly explained?: boolean;
+  /**
+   * The trigger says nothing of a limit by itself: a server error other than
+   * 503 (a gateway's 502 or 504, a CDN's 52x) or a failed download, with no
+   * hold asked for. A flaky backend answers some requests so whatever the
+   * load. An adaptive scope takes it for a limit's refusal only among others
+   * (`NOISE_CLUSTER` of its last `NOISE_ANSWERS` answers); alone it is
+   * retried and changes nothing. @default false
+   */
+  readonly soft?: boolean;
 }
 
 /**

@@ -103,6 +103,16 @@ export interface ZooSiteSpec {
    * (an API that explains a 429 but says nothing while it admits). @default "all"
    */
   readonly announceOn?: "all" | "refusals";
+  /**
+   * The share of admitted requests that fail anyway with `errorStatus`,
+   * drawn per request whatever the load (a flaky backend behind a gateway):
+   * no limit speaks through them, and a client that slows down for each
+   * one crawls below the limit for nothing. Drawn from
+   * `ZooLimiterOptions.random`. @default 0
+   */
+  readonly errorRate?: number;
+  /** The status of those failures (a gateway's or the backend's own). @default 502 */
+  readonly errorStatus?: 500 | 502 | 503 | 504;
 }
 
 /** Epoch ms of the sites' clock at scheduler time 0 (2026-01-01), so epoch resets look real. */
@@ -183,6 +193,8 @@ export function validateZooSpec(spec: ZooSiteSpec): void {
   }
   const j = spec.latencyJitter ?? 0;
   if (!(j >= 0 && j <= 1)) throw invalid("latencyJitter", "a number from 0 to 1", j);
+  const e = spec.errorRate ?? 0;
+  if (!(e >= 0 && e < 1)) throw invalid("errorRate", "a number from 0 to below 1", e);
   const ra = spec.retryAfter;
   if (typeof ra === "number" && !(Number.isInteger(ra) && ra >= 0)) {
     throw invalid("retryAfter", "a whole number of seconds >= 0", ra);
@@ -416,6 +428,8 @@ export function createZooLimiter(
   const status = spec.status ?? 429;
   const retryAfter = spec.retryAfter ?? "none";
   const jitter = spec.latencyJitter ?? 0;
+  const errorRate = spec.errorRate ?? 0;
+  const errorStatus = spec.errorStatus ?? 502;
   const random = options.random ?? seededRandom(1);
   // Each answer's latency, drawn around the site's.
   const vary = (ms: number) => jitter > 0 ? ms * (1 - jitter + 2 * jitter * random()) : ms;
@@ -431,6 +445,10 @@ export function createZooLimiter(
       const budget = announces && !silent && v.quota !== undefined
         ? { announced: { remaining: v.remaining ?? 0, resetInMs: v.resetInMs ?? 0 } }
         : {};
+      if (errorRate > 0 && v.allowed && random() < errorRate) {
+        // Served and failed: the slot was taken and frees as usual.
+        return { status: errorStatus, headers, latencyMs, release: v.release };
+      }
       if (v.allowed) {
         return {
           status: 200,

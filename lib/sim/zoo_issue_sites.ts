@@ -132,3 +132,44 @@ export function retryAfterSites(): ZooSiteSpec[] {
   }
   return sites;
 }
+
+/**
+ * 36 sites whose backend fails some requests at random, whatever the load
+ * (`errorRate` 2% and 10% answered 502, 5% answered 504): no limit, a bucket of 10/s
+ * with a burst of 5, a 20/s spacer, 4 at once, a fixed window of 30 per 3 s
+ * and a sliding one of 20 per 2 s (refusals 429), at 40 and 150 ms ± 20%.
+ * A client that slows down for every failure crawls them far below the
+ * limit; compare each with the same site without failures (`errorRate: 0`).
+ * The set `bench/zoo_sweep.bench.ts --set flaky` crawls.
+ *
+ * @returns The sites, in a fixed order.
+ */
+export function flakySites(): ZooSiteSpec[] {
+  const limiters: [string, ZooSiteSpec["limiter"]][] = [
+    ["no limit", { shape: "none" }],
+    ["bucket 10/s burst 5", { shape: "token-bucket", ratePerSec: 10, burst: 5 }],
+    ["spacer 20/s", { shape: "token-bucket", ratePerSec: 20, burst: 1 }],
+    ["4 at once", { shape: "concurrency", maxConcurrency: 4 }],
+    ["fixed 30/3s", { shape: "fixed-window", quota: 30, windowMs: 3000 }],
+    ["sliding 20/2s", { shape: "sliding-window", quota: 20, windowMs: 2000 }],
+  ];
+  const sites: ZooSiteSpec[] = [];
+  for (const [name, limiter] of limiters) {
+    for (const latencyMs of [40, 150]) {
+      for (const [errorRate, errorStatus] of [[0.02, 502], [0.05, 504], [0.1, 502]] as const) {
+        {
+          sites.push({
+            name: `${name}, ${latencyMs} ms, ${100 * errorRate}% ${errorStatus}`,
+            limiter,
+            latencyMs,
+            latencyJitter: 0.2,
+            status: 429,
+            errorRate,
+            errorStatus,
+          });
+        }
+      }
+    }
+  }
+  return sites;
+}
