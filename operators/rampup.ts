@@ -32,7 +32,8 @@ export interface RampupOptions extends RampupConfig {
  *
  * From the moment it is subscribed (before its source, so before the first
  * request reaches the gate), every matching scope that does not configure
- * `rampup` itself starts at `minConcurrency` and, per `backoff.windowMs`,
+ * `rampup` itself starts at two in flight (one while it has a delay to
+ * lower first; `minConcurrency` if higher) and, per round,
  * steps up while it sees fewer backoff triggers than `backoffTarget`, holds
  * within the target, and lets triggers cut its rate above it (see
  * docs/RAMPUP.md). Scopes already in memory are switched on at once. When the

@@ -665,8 +665,9 @@ describe("Throttler.enableRampup() and the rampup operator", () => {
         toArray(),
       ),
     );
-    // The gate took the requests synchronously: a.test ramps from concurrency 1.
-    expect(throttler.state("a.test")).toMatchObject({ rampup: true, concurrency: 1, active: 1 });
+    // The gate took the requests synchronously: with no delay to lower first,
+    // a.test ramps from 2 in flight, where an adaptive scope starts.
+    expect(throttler.state("a.test")).toMatchObject({ rampup: true, concurrency: 2, active: 2 });
     // b.test is adaptive: its slow start begins at 2 in flight.
     expect(throttler.state("b.test")).toMatchObject({ rampup: false, concurrency: 2, active: 2 });
     const outcomes = await done;
@@ -677,7 +678,12 @@ describe("Throttler.enableRampup() and the rampup operator", () => {
     const throttler = createThrottler({ concurrentRequestsPerDomain: 4 });
     throttler.manager("a.test");
     const stop = throttler.enableRampup((s) => s.endsWith(".test"), { backoffTarget: [1, 2] });
-    expect(throttler.state("a.test")).toMatchObject({ rampup: true, concurrency: 1 });
+    expect(throttler.state("a.test")).toMatchObject({ rampup: true, concurrency: 2 });
+    // With a delay to lower first, the reference's start: one in flight.
+    const slow = createThrottler({ concurrentRequestsPerDomain: 4, downloadDelayMs: 400 });
+    slow.manager("a.test");
+    slow.enableRampup(() => true);
+    expect(slow.state("a.test")).toMatchObject({ rampup: true, concurrency: 1, delayMs: 400 });
     throttler.manager("b.test");
     expect(throttler.state("b.test")?.rampup).toBe(true);
     expect(throttler.scopeConfig("c.test").rampup).toBeUndefined(); // settings untouched

@@ -245,7 +245,9 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
       latencyMs: 100,
     },
     true,
-    0.95,
+    // 0.95 when rampup started at one in flight; from two (docs/DECISIONS.md)
+    // the first round's three at once overrun the burst of 2: 0.938.
+    0.93,
     0.05,
   ],
   [

@@ -151,7 +151,8 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
   /**
    * Turn rampup on (`Throttler.enableRampup`, which the `rampup` operator
    * calls, does this for the scopes in memory and new ones). The
-   * scope then starts over from `minConcurrency`; requests in flight finish.
+   * scope then starts over from 2 in flight (`ADAPTIVE_START`, or
+   * `minConcurrency` if higher); requests in flight finish.
    * Already ramping: the new options apply from the next window, and what was
    * learned is kept.
    *
@@ -166,7 +167,13 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     }
     x.ramp = new RampupController(rampup, this.#rampLimits("rampup", rampup.minDelayMs));
     this.#slowStart = false;
-    this.#concurrency = c.minConcurrency;
+    // With no delay to lower first (the reference's first steps), where an
+    // adaptive scope starts (docs/DECISIONS.md), not at 1: the reference's
+    // start cost a round per doubling more.
+    const start = this.#delayMs > rampup.minDelayMs
+      ? 1
+      : Math.min(ADAPTIVE_START, c.maxConcurrency);
+    this.#concurrency = Math.max(c.minConcurrency, start);
   }
 
   #rampLimits(mode: "rampup" | "adaptive", minDelayMs: number): RampLimits {

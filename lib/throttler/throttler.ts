@@ -330,7 +330,7 @@ export class Throttler<R = unknown> extends Gate {
 
   /**
    * Turn rampup on for a scope, or for every scope `scopes` matches: those in
-   * memory now (they start over from `minConcurrency`) and those created
+   * memory now (they start over from two in flight, see docs/RAMPUP.md) and those created
    * later. A scope that configures `rampup` itself keeps its own. Used by the
    * `rampup` operator.
    *
