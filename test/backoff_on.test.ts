@@ -421,15 +421,22 @@ describe("backoffOn()", () => {
       expect(p.outcomes.filter((o) => o.kind === "response" && o.response.status === 200))
         .toHaveLength(40);
       const s = p.throttler.state("a.test")!;
-      return { delayMs: s.delayMs, concurrency: s.concurrency };
+      const count = (type: string) => p.events.filter((e) => e.type === type).length;
+      return {
+        delayMs: s.delayMs,
+        concurrency: s.concurrency,
+        backoffs: count("backoff"),
+        retries: count("retry"),
+      };
     };
     const untouched = after(200);
-    // [status, slowed]
+    // [status, slowed]; a trigger taken for noise emits its retry and no backoff event.
     const table: [number, boolean][] = [[502, false], [504, false], [503, true], [429, true]];
     for (const [status, slowed] of table) {
       const s = after(status);
       const was = s.delayMs > untouched.delayMs || s.concurrency < untouched.concurrency;
-      expect({ status, slowed: was }).toEqual({ status, slowed });
+      expect({ status, slowed: was, backoffs: s.backoffs, retries: s.retries })
+        .toEqual({ status, slowed, backoffs: slowed ? 1 : 0, retries: 1 });
     }
   });
 

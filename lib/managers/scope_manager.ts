@@ -372,14 +372,14 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     };
   }
 
-  recordBackoff(now: number, signal: BackoffSignal = {}): void {
+  recordBackoff(now: number, signal: BackoffSignal = {}): false | undefined {
     if (signal.soft === true && (this.config.adaptive || this.#x?.ramp !== undefined)) {
       this.#softPending = true;
       if (!this.#clustered()) {
         // A lone server error among admitted answers: a flaky backend, not
         // a limit (docs/DECISIONS.md). Retried; nothing learned, nothing cut.
         this.#lastActivity = now;
-        return;
+        return false;
       }
     }
     const b = this.config.backoff;

@@ -166,8 +166,12 @@ export interface ThrottlingScopeManagerProtocol {
    * managers such as AutoThrottle read it).
    */
   recordDone(now: number, result?: DoneInfo): void;
-  /** A backoff trigger was seen now. */
-  recordBackoff(now: number, signal?: BackoffSignal): void;
+  /**
+   * A backoff trigger was seen now. Returns `false` when the manager took it
+   * for noise and changed nothing (a lone soft trigger, `BackoffSignal.soft`):
+   * then the throttler emits no `backoff` event for it.
+   */
+  recordBackoff(now: number, signal?: BackoffSignal): void | boolean;
   /** Correct the quota use of the current window. */
   reconcileQuota(now: number, reconciliation: QuotaReconciliation): void;
   /**

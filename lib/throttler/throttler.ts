@@ -208,7 +208,11 @@ export class Throttler<R = unknown> extends Gate {
     this.recordBackoff(scope, { holdMs: ms, uncapped: true, cause: "delayScope" }, "delay-scope");
   }
 
-  /** Record a backoff trigger on a scope (used by `backoffOn`). */
+  /**
+   * Record a backoff trigger on a scope (used by `backoffOn`). A soft trigger
+   * the scope takes for noise (`BackoffSignal.soft`) changes nothing and
+   * emits no `backoff` event.
+   */
   recordBackoff(
     scope: string,
     signal: BackoffSignal = {},
@@ -217,8 +221,9 @@ export class Throttler<R = unknown> extends Gate {
     const entry = this.entry(scope);
     const now = this.scheduler.now();
     this.advance(scope, entry, now);
-    entry.manager.recordBackoff(now, signal);
-    if (this.noticed) {
+    // false: taken for noise, nothing changed (its retry event tells of it).
+    const noise = entry.manager.recordBackoff(now, signal) === false;
+    if (this.noticed && !noise) {
       const s = this.stateOf(scope, entry);
       // An explained refusal is its hold only: no backoff to report.
       if (signal.explained !== true) {
