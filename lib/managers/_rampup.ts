@@ -942,8 +942,14 @@ export class RampupController {
       // the limit found (what was admitted since the first refusal counts
       // the climb's slow start, far below it).
       next = Math.min(this.#climbedFrom, pace) * (1 - 2 * CONVERGED);
-      // Found: quiet rounds above it pass on a burst saved while held.
-      this.#hi = Math.min(this.#hi, pace, next / (1 - CONVERGED_COSTLY));
+      // Found, where the site admitted a burst: quiet rounds above it pass
+      // on a burst saved while held. A site that never admitted one (a
+      // strict spacer) hides no rate behind it: the limit lies between the
+      // two paces, and the steps toward the refused one go on (a 12/s spacer with 1 s holds, climbed
+      // 8 -> 12/s and refused, sat at 7.5/s: 0.59; 0.79 now).
+      this.#hi = this.#firstAdmits <= 1
+        ? Math.min(this.#hi, pace)
+        : Math.min(this.#hi, pace, next / (1 - CONVERGED_COSTLY));
       why = `refused climbing at ${fmt(pace)}/s: back under ${fmt(this.#climbedFrom)}/s, rate ${
         fmt(next)
       }/s`;
