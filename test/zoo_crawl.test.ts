@@ -175,8 +175,42 @@ describe("createZooLimiter()", () => {
     )
       .toThrow(/'latencyJitter' must be a number from 0 to 1: current value is 1.5/);
     expect(() =>
+      createZooLimiter({
+        name: "c",
+        limiter: { shape: "sliding-counter", quota: 5, windowMs: 1000, phaseMs: 0 },
+        latencyMs: 1,
+      })
+    ).toThrow(/'limiter\.phaseMs' must be a number > 0 and at most limiter\.windowMs/);
+    expect(() =>
       createZooLimiter({ name: "f", limiter: { shape: "none" }, latencyMs: 1, errorRate: 1 })
     ).toThrow(/'errorRate' must be a number from 0 to below 1: current value is 1/);
+  });
+
+  it("createZooLimiter() with a sliding-window counter weighs the previous window by the share the span still covers", () => {
+    // 10 per second, windows ending at 1000, 2000, ... (phase 1000 = time 0 starts a window).
+    const l = createZooLimiter({
+      name: "swc",
+      limiter: { shape: "sliding-counter", quota: 10, windowMs: 1000 },
+      latencyMs: 10,
+      retryAfter: "seconds",
+    });
+    const at = (t: number) => {
+      const d = l.arrive(t);
+      return d.status === 200 ? "ok" : `${d.status} ${d.headers["retry-after"]}`;
+    };
+    // Ten at 900 fill the first window; the eleventh is refused until the
+    // next window's weight of them is below 10 (at once: 1000 + a hair).
+    for (let i = 0; i < 10; i++) expect(at(900)).toBe("ok");
+    expect(at(950)).toBe("429 1");
+    // At 1500 the first window still weighs 10 * 0.5 = 5: five more pass.
+    for (let i = 0; i < 5; i++) expect(at(1500)).toBe("ok");
+    expect(at(1500)).toBe("429 1");
+    // At 1900 it weighs 1, with 5 in this window: 4 more.
+    for (let i = 0; i < 4; i++) expect(at(1900)).toBe("ok");
+    expect(at(1900)).toMatch(/^429 /);
+    // A window with nothing before it (time 5000 after an idle one) admits its whole quota.
+    for (let i = 0; i < 10; i++) expect(at(5000)).toBe("ok");
+    expect(at(5000)).toMatch(/^429 /);
   });
 
   it("createZooLimiter() with errorRate fails that share of admitted requests with errorStatus, refusals untouched", () => {

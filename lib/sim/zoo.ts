@@ -46,6 +46,20 @@ export type LimiterSpec =
   /** At most `quota` requests in any span of `windowMs` (a sliding log). */
   | { readonly shape: "sliding-window"; readonly quota: number; readonly windowMs: number }
   /**
+   * A sliding-window counter (Cloudflare's, and many Redis limiters'):
+   * windows of `windowMs` back to back, the first ending `phaseMs` after
+   * time 0 (where in its window a crawl starts); a request is admitted
+   * while the current window's count plus the previous window's count,
+   * weighted by the share of it the sliding span still covers, is below
+   * `quota`. A burst at the end of one window weighs on the next.
+   */
+  | {
+    readonly shape: "sliding-counter";
+    readonly quota: number;
+    readonly windowMs: number;
+    readonly phaseMs?: number;
+  }
+  /**
    * nginx's `limit_req` without `nodelay`: requests go out at `ratePerSec`,
    * one every `1 / ratePerSec`; a request that comes early waits its turn
    * (its answer is late by the wait) unless `burst` are already waiting,
@@ -221,6 +235,15 @@ export function validateZooSpec(spec: ZooSiteSpec): void {
       count("limiter.quota", l.quota);
       positive("limiter.windowMs", l.windowMs);
       return;
+    case "sliding-counter": {
+      count("limiter.quota", l.quota);
+      positive("limiter.windowMs", l.windowMs);
+      const phase = l.phaseMs ?? l.windowMs;
+      if (!(phase > 0 && phase <= l.windowMs)) {
+        throw invalid("limiter.phaseMs", "a number > 0 and at most limiter.windowMs", phase);
+      }
+      return;
+    }
     case "concurrency":
       count("limiter.maxConcurrency", l.maxConcurrency);
       return;
@@ -275,6 +298,46 @@ function verdictOf(spec: ZooSiteSpec): (now: number, latencyMs: number) => Verdi
           windowMs: l.windowMs,
           remaining: d.remaining,
           resetInMs: d.resetInMs,
+        };
+      };
+    }
+    case "sliding-counter": {
+      const W = l.windowMs;
+      // Time 0 lies `W - phase` into its window.
+      const shift = W - (l.phaseMs ?? W);
+      let index = 0;
+      let current = 0;
+      let previous = 0;
+      return (now) => {
+        const at = now + shift;
+        const i = Math.floor(at / W);
+        if (i !== index) {
+          previous = i === index + 1 ? current : 0;
+          current = 0;
+          index = i;
+        }
+        const into = at - i * W;
+        const weighted = previous * (1 - into / W) + current;
+        const allowed = weighted < l.quota;
+        if (allowed) current++;
+        let waitMs = 0;
+        if (!allowed) {
+          // Within this window, the previous one's weight falls below what is left...
+          const inWindow = current < l.quota && previous > 0
+            ? W * (1 - (l.quota - current) / previous) - into
+            : Infinity;
+          // ...or in the next, this window's count weighs until its share is below the quota.
+          waitMs = inWindow < W - into
+            ? Math.max(0, inWindow) + 1e-3
+            : W - into + (current > l.quota ? W * (1 - l.quota / current) : 0) + 1e-3;
+        }
+        return {
+          allowed,
+          waitMs,
+          quota: l.quota,
+          windowMs: W,
+          remaining: Math.max(0, Math.floor(l.quota - weighted - (allowed ? 1 : 0))),
+          resetInMs: W - into,
         };
       };
     }
@@ -496,6 +559,7 @@ export function idealMs(spec: ZooSiteSpec, pages: number, maxConcurrency = 16): 
       break;
     case "fixed-window":
     case "sliding-window":
+    case "sliding-counter":
       limit = (Math.ceil(pages / l.quota) - 1) * l.windowMs + L;
       break;
     case "concurrency":
@@ -527,6 +591,7 @@ export function limitPerSec(spec: ZooSiteSpec): number | null {
       return l.ratePerSec;
     case "fixed-window":
     case "sliding-window":
+    case "sliding-counter":
       return (l.quota * 1000) / l.windowMs;
     case "concurrency":
       return spec.latencyMs > 0 ? (l.maxConcurrency * 1000) / spec.latencyMs : null;
@@ -563,6 +628,8 @@ export function describeLimiter(l: LimiterSpec): string {
       return `${l.quota} per ${l.windowMs / 1000} s (fixed)`;
     case "sliding-window":
       return `${l.quota} per ${l.windowMs / 1000} s (sliding)`;
+    case "sliding-counter":
+      return `${l.quota} per ${l.windowMs / 1000} s (sliding counter)`;
     case "leaky-queue":
       return `${l.ratePerSec}/s, ${l.burst} queued`;
     case "concurrency":
