@@ -53,6 +53,12 @@ export type ThrottleEvent =
     readonly concurrency: number;
     readonly holdUntil: number | undefined;
     readonly cause: string;
+    /**
+     * The scope took the trigger for noise and changed nothing (a lone 502,
+     * 504 or failed download on an adaptive scope: `BackoffSignal.soft`);
+     * its cause ends in ", taken for noise".
+     */
+    readonly noise?: true;
   }
   | {
     readonly type: "recovery";

@@ -426,17 +426,18 @@ describe("backoffOn()", () => {
         delayMs: s.delayMs,
         concurrency: s.concurrency,
         backoffs: count("backoff"),
+        noise: p.events.filter((e) => e.type === "backoff" && e.noise === true).length,
         retries: count("retry"),
       };
     };
     const untouched = after(200);
-    // [status, slowed]; a trigger taken for noise emits its retry and no backoff event.
+    // [status, slowed]; a trigger taken for noise says so in its backoff event.
     const table: [number, boolean][] = [[502, false], [504, false], [503, true], [429, true]];
     for (const [status, slowed] of table) {
       const s = after(status);
       const was = s.delayMs > untouched.delayMs || s.concurrency < untouched.concurrency;
-      expect({ status, slowed: was, backoffs: s.backoffs, retries: s.retries })
-        .toEqual({ status, slowed, backoffs: slowed ? 1 : 0, retries: 1 });
+      expect({ status, slowed: was, backoffs: s.backoffs, noise: s.noise, retries: s.retries })
+        .toEqual({ status, slowed, backoffs: 1, noise: slowed ? 0 : 1, retries: 1 });
     }
   });
 

@@ -169,7 +169,7 @@ export interface ThrottlingScopeManagerProtocol {
   /**
    * A backoff trigger was seen now. Returns `false` when the manager took it
    * for noise and changed nothing (a lone soft trigger, `BackoffSignal.soft`):
-   * then the throttler emits no `backoff` event for it.
+   * the throttler's `backoff` event then says so (`noise: true`).
    */
   recordBackoff(now: number, signal?: BackoffSignal): void | boolean;
   /** Correct the quota use of the current window. */

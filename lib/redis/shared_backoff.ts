@@ -99,7 +99,8 @@ export function shareBackoff<R>(
   subscription.add(throttler.events$.subscribe((event) => {
     // Events raised while a peer's message is applied are the peer's, not news.
     if (applying) return;
-    if (event.type === "backoff") {
+    // A trigger taken for noise changed nothing: no news for peers either.
+    if (event.type === "backoff" && event.noise !== true) {
       queue({
         scope: event.scope,
         level: event.level,

@@ -210,8 +210,9 @@ export class Throttler<R = unknown> extends Gate {
 
   /**
    * Record a backoff trigger on a scope (used by `backoffOn`). A soft trigger
-   * the scope takes for noise (`BackoffSignal.soft`) changes nothing and
-   * emits no `backoff` event.
+   * the scope takes for noise (`BackoffSignal.soft`) changes nothing; its
+   * `backoff` event says so (`noise: true`, the cause ends in ", taken for
+   * noise"), so a log still names the failure.
    */
   recordBackoff(
     scope: string,
@@ -221,9 +222,9 @@ export class Throttler<R = unknown> extends Gate {
     const entry = this.entry(scope);
     const now = this.scheduler.now();
     this.advance(scope, entry, now);
-    // false: taken for noise, nothing changed (its retry event tells of it).
+    // false: taken for noise, nothing changed (the event says so).
     const noise = entry.manager.recordBackoff(now, signal) === false;
-    if (this.noticed && !noise) {
+    if (this.noticed) {
       const s = this.stateOf(scope, entry);
       // An explained refusal is its hold only: no backoff to report.
       if (signal.explained !== true) {
@@ -235,7 +236,9 @@ export class Throttler<R = unknown> extends Gate {
           level: s.backoffLevel,
           concurrency: s.concurrency,
           holdUntil: s.holdUntil > 0 ? s.holdUntil : undefined,
-          cause: signal.cause ?? "trigger",
+          ...(noise
+            ? { cause: `${signal.cause ?? "trigger"}, taken for noise`, noise: true as const }
+            : { cause: signal.cause ?? "trigger" }),
         });
       }
       if (signal.holdMs !== undefined && s.holdUntil > now) {
