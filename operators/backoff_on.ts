@@ -146,11 +146,14 @@ export function backoffOn<R, T>(
     for (const scope of Object.keys(backoff)) {
       const b = backoff[scope]!;
       if (b.trigger) {
-        const signal = b.holdMs === undefined
-          ? softTrigger(outcome) && b.explained !== true
-            ? { cause: b.cause ?? "trigger", sentAt: outcome.sentAt, soft: true }
-            : { cause: b.cause ?? "trigger", sentAt: outcome.sentAt }
-          : { holdMs: b.holdMs, cause: b.cause ?? "trigger", sentAt: outcome.sentAt };
+        const cause = b.cause ?? "trigger";
+        const sentAt = outcome.sentAt;
+        // A hold or an explained refusal speaks of a limit; else a failure may be noise.
+        const signal = b.holdMs !== undefined
+          ? { holdMs: b.holdMs, cause, sentAt }
+          : b.explained !== true && softTrigger(outcome)
+          ? { cause, sentAt, soft: true }
+          : { cause, sentAt };
         throttler.recordBackoff(
           scope,
           b.explained === true ? { ...signal, explained: true } : signal,

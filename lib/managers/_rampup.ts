@@ -601,7 +601,7 @@ export class RampupController {
   #burstMs = 0;
   /** Server holds in the current episode (their time is `#heldMs`). */
   #episodeHolds = 0;
-  /** Whether the last refusal brought a server hold of SECOND_HOLD_MS or more, within HOLD_FUZZ_MS. */
+  /** Whether the last refusal brought a server hold of SECOND_HOLD_MS or more (within HOLD_FUZZ_MS). */
   #costlyRefusal = false;
   /** Admits before the first refusal, and the time they took. */
   #firstAdmits = 0;
@@ -945,8 +945,9 @@ export class RampupController {
       // Found, where the site admitted a burst: quiet rounds above it pass
       // on a burst saved while held. A site that never admitted one (a
       // strict spacer) hides no rate behind it: the limit lies between the
-      // two paces, and the steps toward the refused one go on (a 12/s spacer with 1 s holds, climbed
-      // 8 -> 12/s and refused, sat at 7.5/s: 0.59; 0.79 now).
+      // two paces, and the steps toward the refused one go on (a 12/s
+      // spacer with 1 s holds, climbed 8 -> 12/s and refused, sat at 7.5/s:
+      // 0.59; 0.79 now).
       this.#hi = this.#firstAdmits <= 1
         ? Math.min(this.#hi, pace)
         : Math.min(this.#hi, pace, next / (1 - CONVERGED_COSTLY));
