@@ -545,6 +545,39 @@ describe("ThrottlingScopeManager.recordWentOut() (spacing from the wire)", () =>
 });
 
 describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit headers)", () => {
+  it("ThrottlingScopeManager.recordAnnounced(): a budget announced in slow start opens concurrency to what its pace needs", () => {
+    // [mode, budget announced by the first answer (sent at 0, answered at
+    // 200 ms), concurrency after]: 48 left for 800 ms is 60/s, 12 in flight
+    // at 200 ms, one more for the answer on its way; capped by the scope's
+    // concurrency (adaptive) or the crawl's (rampup); with a small budget
+    // slow start goes on as it would (one step: 3), and a scope that is not
+    // adaptive keeps its configured concurrency.
+    const table: [string, { remaining: number; resetInMs: number }, number][] = [
+      ["adaptive", { remaining: 48, resetInMs: 800 }, 8],
+      ["adaptive, 32 allowed", { remaining: 48, resetInMs: 800 }, 14],
+      ["rampup", { remaining: 48, resetInMs: 800 }, 13],
+      ["rampup", { remaining: 2, resetInMs: 800 }, 3],
+      ["fixed", { remaining: 48, resetInMs: 800 }, 4],
+    ];
+    for (const [mode, budget, concurrency] of table) {
+      const m = mode === "fixed"
+        ? manager({ delayMs: 0, concurrency: 4 })
+        : mode === "rampup"
+        ? manager({ delayMs: 0, rampup: true }, { concurrentRequests: 16 })
+        : manager({ adaptive: true, concurrency: mode === "adaptive" ? 8 : 32 });
+      m.recordSent(0);
+      m.recordSent(0);
+      m.recordAnnounced(200, { ...budget, limit: 50, sentAt: 0 });
+      m.recordDone(200, { latencyMs: 200, status: 200, sentAt: 0 });
+      m.advance(200);
+      expect({ mode, budget, c: m.state(200).concurrency }).toEqual({
+        mode,
+        budget,
+        c: concurrency,
+      });
+    }
+  });
+
   it("ThrottlingScopeManager.recordAnnounced() holds until the reset on remaining 0, without a backoff step", () => {
     // [budget, canSend at 1000 after the announcement at 0]
     const table: [{ remaining: number; resetInMs: number; limit?: number }, number][] = [

@@ -359,6 +359,14 @@ export class RampupController {
     return now - this.#lastCutAt < this.limits.windowMs;
   }
 
+  /**
+   * Still in slow start, nothing learned: no refusal, no pace, no cap (an
+   * announced budget may open concurrency up to what it needs).
+   */
+  get starting(): boolean {
+    return this.#phase === "start" && this.rate === Infinity && this.#capLimit === Infinity;
+  }
+
   /** Whether the delay is a rate learned from the site (jitter may not shorten it). */
   get paced(): boolean {
     return this.rate !== Infinity;

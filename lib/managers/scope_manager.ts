@@ -542,12 +542,33 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       // The announcing request is counted by the server; the others still in
       // flight may not be yet, so they count as spent.
       const others = this.#active > 0 ? this.#active - 1 : 0;
-      a.start(
-        now,
-        Math.min(a.earlyScaled(now, resetAt, resetInMs), a.windowEndBy(sentAt, remaining)),
-        Math.floor(remaining) - others,
+      const end = Math.min(
+        a.earlyScaled(now, resetAt, resetInMs),
+        a.windowEndBy(sentAt, remaining),
       );
+      const budget = Math.floor(remaining) - others;
+      a.start(now, end, budget);
+      if (sentAt !== undefined) this.#openToBudget(now, budget, end - now, now - sentAt);
     }
+  }
+
+  /**
+   * A budget the site announced is its leave to send so many before the
+   * reset: a slow start need not find that rate round by round. Concurrency
+   * opens at once to what the budget's pace needs at the announcing answer's
+   * latency (the budget still spaces the sends). A 50-per-second window at
+   * 200 ms had used 29 of its first 50 by its reset (docs/DECISIONS.md).
+   */
+  #openToBudget(now: number, budget: number, leftMs: number, latencyMs: number): void {
+    if (!(budget >= 1 && leftMs > 0 && latencyMs > 0)) return;
+    const ramp = this.#x?.ramp;
+    if (ramp !== undefined ? !ramp.starting : !this.#slowStart) return;
+    const top = ramp !== undefined ? ramp.limits.maxConcurrency : this.config.concurrency;
+    const need = Math.min(top, Math.ceil((budget * latencyMs) / leftMs) + 1);
+    if (need <= this.#concurrency) return;
+    this.#concurrency = need;
+    this.#lastActivity = now;
+    if (ramp === undefined && need >= this.config.concurrency) this.#slowStart = false;
   }
 
   /**
