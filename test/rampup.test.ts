@@ -343,6 +343,65 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(r.efficiency).toBeGreaterThanOrEqual(0.95);
   });
 
+  it("a refusal on its way at the refused pace does not refute the quiet pace the scope went back to", () => {
+    // A 16/s spacer with 1 s holds: refused at the first sends at 16.1/s,
+    // back to a quiet 15.47/s; the next refusal, of a send made at 16.1/s
+    // before that cut, halved the pace to 8.05/s (0.69; 0.74 now).
+    const r = runZooCrawl({
+      site: {
+        name: "spacer 16/s, 134 ms, 503, Retry-After",
+        limiter: { shape: "token-bucket", ratePerSec: 16, burst: 1 },
+        latencyMs: 134,
+        status: 503,
+        retryAfter: "seconds",
+      },
+      pages: 200,
+      rampup: true,
+      events: true,
+      settings: { retry: { times: 10 } },
+    });
+    const steps = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    const rate = (why: string, re: RegExp) => Number(re.exec(why)?.[1] ?? Number.NaN);
+    let checked = 0;
+    for (let i = 1; i < steps.length; i++) {
+      const back = rate(steps[i - 1]!, /back to ([\d.]+)\/s/);
+      const onWay = rate(steps[i]!, /refused on its way at ([\d.]+)\/s/);
+      if (Number.isNaN(back)) continue;
+      checked++;
+      if (!Number.isNaN(onWay)) {
+        expect({ step: steps[i], onWay }).toEqual({ step: steps[i], onWay: back });
+      }
+    }
+    expect(checked).toBeGreaterThan(0);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.72);
+  });
+
+  it("an upper bound guessed as twice an admitted rate gives way when a quiet pace reaches it", () => {
+    // A 17/s bucket of 4 with 1 s holds: what it admitted around a hold read
+    // 6.4/s, and the bisection's bound (the geometric middle of the rates
+    // with and without the held time, 12.84/s) held the scope under it for
+    // the rest of the crawl (0.58). Reached quietly, it gives way to a climb.
+    const r = runZooCrawl({
+      site: {
+        name: "bucket 17/s of 4, 111 ms, 429, Retry-After",
+        limiter: { shape: "token-bucket", ratePerSec: 17, burst: 4 },
+        latencyMs: 111,
+        latencyJitter: 0.2,
+        status: 429,
+        retryAfter: "seconds",
+      },
+      pages: 200,
+      rampup: true,
+      events: true,
+      settings: { retry: { times: 10 } },
+    });
+    const paces = r.events.flatMap((e) =>
+      e.type === "rampup" && e.delayMs > 0 ? [1000 / e.delayMs] : []
+    );
+    expect(Math.max(...paces)).toBeGreaterThan(14);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.64);
+  });
+
   it("ThrottlingScopeManager reads an answer's send time from DoneInfo.sentAt: answers recorded late still show a cap", () => {
     // On a real clock recordDone comes a little after the answer, so now -
     // latencyMs misses the send; the cap of 3 is only seen with sentAt.

@@ -302,6 +302,11 @@ export class RampupController {
    * sent), so reaching it quiet means climbing on.
    */
   #hiSoft = false;
+  /**
+   * An upper bound guessed from what was admitted (twice it), not a rate the
+   * site refused: reached without a refusal, the climb goes on (as `#hiSoft`).
+   */
+  #hiGuess = Number.NaN;
   /** Climbing from FROM_BELOW_RATE by FROM_BELOW_CLIMB: no pace was refused but a burst's. */
   #fromBelow = false;
   /** The sends on their way at a bucket's first cut, and what they got (see `#checkInFlight`). */
@@ -410,7 +415,7 @@ export class RampupController {
     const r = (c.admits * 1000) / Math.max(1, c.to - c.from);
     const next = this.#clampRate(ESTIMATE_SHARE * r);
     if (!(r < this.rate * IN_FLIGHT_BELOW && next < this.rate)) return;
-    this.#hi = Math.min(this.#hi, 2 * r);
+    this.#guessHi(2 * r);
     this.#paceLater(next, `in flight at the cut: admitted ${fmt(r)}/s: rate ${fmt(next)}/s`);
   }
 
@@ -444,7 +449,12 @@ export class RampupController {
     if (!this.#lastCutWasRate || this.rate === Infinity || this.#firstAdmits > BURST_MIN) return;
     if (this.#windowRate > 0) return;
     const g = this.#gapRate(sentAt);
-    if (!(g > 0 && g <= this.rate * (1 + ON_THE_WAY_MARGIN))) return;
+    // A pace that went a round without a refusal is refuted only by a gap
+    // no shorter than its own: one sent at the refused pace above it, on its
+    // way at the cut back to it, is the same refusal (a 16/s spacer, back
+    // from 16.1/s to a quiet 15.47/s, was halved to 8.05/s by the next one).
+    const margin = this.#lastQuiet > 0 && this.rate >= this.#lastQuiet ? 0 : ON_THE_WAY_MARGIN;
+    if (!(g > 0 && g <= this.rate * (1 + margin))) return;
     const next = this.#clampRate(g * CUT_FACTOR);
     if (!(next < this.rate)) return;
     this.#hi = Math.min(this.#hi, g);
@@ -874,7 +884,7 @@ export class RampupController {
       const since = Math.max(1, sentAt - this.#episodeStart);
       next = Math.min(pace * CUT_FACTOR, (Math.max(1, this.#episodeAdmits) * 1000) / since);
       // Read from one or two admits: twice it bounds the search.
-      this.#hi = Math.min(this.#hi, 2 * next);
+      this.#guessHi(2 * next);
       why = `refused at ${
         fmt(pace)
       }/s with ${this.#periodAdmits} admitted since the block: no window, rate ${fmt(next)}/s`;
@@ -973,7 +983,11 @@ export class RampupController {
       // What the site admitted since the scope first pressed on it is where
       // to go: a bucket admits its rate to a client that presses, a strict
       // spacer at least half of it, so the limit is no more than twice it.
-      this.#hi = Math.min(this.#hi, 2 * est);
+      // (With the held time left out where holds were counted: a 1 s hold
+      // in a 1.4 s episode read a 17/s bucket as admitting 6.33/s, and the
+      // bound of 12.67/s held the scope under it: 0.58.)
+      const twice = 2 * (this.#heldMs > 0 ? Math.max(est, this.#estimateUnheld) : est);
+      this.#guessHi(twice);
       // A site that first admitted a burst well above this rate is a bucket:
       // pressed, it admits its rate, and a pace above it passes quiet rounds
       // on the burst it saved meanwhile, to be refused long after. The
@@ -982,10 +996,9 @@ export class RampupController {
       // a long hold): the limit lies between the estimate with the held time
       // and the one without, and their geometric middle bounds the bisection.
       if (this.#savedBurst(est)) {
-        this.#hi = Math.min(
-          this.#hi,
-          Math.max(est * (1 + 2 * CONVERGED), Math.sqrt(est * this.#estimateUnheld)),
-        );
+        const middle = Math.sqrt(est * this.#estimateUnheld);
+        if (middle > est * (1 + 2 * CONVERGED)) this.#guessHi(middle);
+        else this.#hi = Math.min(this.#hi, est * (1 + 2 * CONVERGED));
         // A round shorter than the burst takes to refill says nothing of a
         // pace above the rate: the refilled burst hides it.
         this.#burstMs = (this.#burstAbove(est) * 1000) / est;
@@ -1327,6 +1340,11 @@ export class RampupController {
     this.#blockStart = Number.NaN;
   }
 
+  /** An upper bound of twice an admitted rate (see `#hiGuess`). */
+  #guessHi(bound: number): void {
+    if (bound < this.#hi) this.#hi = this.#hiGuess = bound;
+  }
+
   /** The first admit after a block: a window when the block was long. */
   #endBlock(now: number, sentAt: number): void {
     const start = this.#blockStart;
@@ -1542,7 +1560,10 @@ export class RampupController {
     // A refusal that costs a hold of a second or more (Retry-After) is worth
     // risking for a larger gain only.
     const converged = this.#costlyRefusal ? CONVERGED_COSTLY : CONVERGED;
-    if (this.#hiSoft && this.#hi !== Infinity && !(before < this.#hi * (1 - converged))) {
+    if (
+      (this.#hiSoft || this.#hi === this.#hiGuess) && this.#hi !== Infinity &&
+      !(before < this.#hi * (1 - converged))
+    ) {
       // Reached a rate only the first refusal said was too fast: climb on.
       this.#hi = Infinity;
       this.#hiSoft = false;
