@@ -388,6 +388,41 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
   ],
   [
     {
+      // A window no header tells, read from a block of refusals, becomes a
+      // quota sent in bursts like the site's windows take them: paced
+      // evenly, the first and the last windows' bursts were lost (0.70).
+      name: "fixed 50/10s, no headers, 5 ms",
+      limiter: { shape: "fixed-window", quota: 50, windowMs: 10_000 },
+      latencyMs: 5,
+    },
+    true,
+    0.85,
+    0.06,
+  ],
+  [
+    {
+      name: "fixed 50/10s, no headers, 5 ms",
+      limiter: { shape: "fixed-window", quota: 50, windowMs: 10_000 },
+      latencyMs: 5,
+    },
+    false,
+    0.85,
+    0.06,
+  ],
+  [
+    {
+      // A slow bucket's spent burst ends in a block long enough to read as a
+      // window; the one it refilled, then a refusal, says it is none.
+      name: "bucket 1/s of 30, 40 ms",
+      limiter: { shape: "token-bucket", ratePerSec: 1, burst: 30 },
+      latencyMs: 40,
+    },
+    true,
+    0.95,
+    0.08,
+  ],
+  [
+    {
       // The first refusal looks like a cap (refused with 8 in flight only):
       // nothing new goes until one is admitted, so the spent window is not
       // sent seven more requests per round trip (12.7% refused before).

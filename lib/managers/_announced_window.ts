@@ -1,11 +1,13 @@
 /**
  * A rate-limit budget as the scope keeps it: announced in headers (a
- * remaining count until a reset, a limit per window) or told by the server's
- * holds (a quota inferred by `_rampup.ts`), paced over the time to its reset
- * and rolled on window by window. Pure: every method takes `now`.
+ * remaining count until a reset, a limit per window), told by the server's
+ * holds or read from a block of refusals without holds (a quota inferred by
+ * `_rampup.ts`; a blind one holds the scope itself), paced over the time to
+ * its reset and rolled on window by window. Pure: every method takes `now`.
  *
  * Size: one window whose rules (pacing, rolling, the inferred quota's
- * growth and probes, the epoch-reset try) read and write the same state.
+ * growth, probes and blind tries, the epoch-reset try) read and write the
+ * same state.
  *
  * @module
  */
@@ -23,6 +25,14 @@ export interface ToldQuota {
   readonly resetAt: number;
   readonly lateFrom: number;
   readonly lateUntil: number;
+  /**
+   * Told by a block of refusals without holds (a window read by probing,
+   * see `blind`), not by holds; `left` may go before `resetAt`.
+   */
+  readonly blind?: boolean;
+  readonly left?: number;
+  /** When the admitted send that ended the block went (a blind quota's window began then). */
+  readonly since?: number;
 }
 
 /**
@@ -47,6 +57,11 @@ export class AnnouncedWindow {
   lastRemaining = Infinity;
   /** Whether the quota was told by the server's holds, not announced in headers. */
   inferred = false;
+  /**
+   * The inferred quota was read from a block of refusals that came without
+   * holds: the scope holds itself at a refusal (see `blindRefused`).
+   */
+  blind = false;
   /** An inferred quota's window as told by the holds (its probes stay within a factor of 2). */
   toldWindowMs = 0;
   /** The longest inferred window that was refused early (shorter ones are too short too). */
@@ -98,6 +113,7 @@ export class AnnouncedWindow {
   infer(now: number, told: ToldQuota): void {
     const { limit, windowMs, resetAt } = told;
     this.inferred = true;
+    this.blind = told.blind === true;
     this.#lateFrom = told.lateFrom;
     this.#lateUntil = told.lateUntil;
     this.limit = limit;
@@ -109,10 +125,124 @@ export class AnnouncedWindow {
     this.atFloor = 0;
     this.currentWindowMs = windowMs;
     this.endedWindowMs = windowMs;
-    this.probe = "due";
+    // A window read by probing a block is no hold's length to doubt (the
+    // probe's half a quota more, half way through a window that began at a
+    // guessed reset, went into the site's next window and read as no window).
+    this.probe = this.blind ? "done" : "due";
     // Refusals of requests in flight at this one were told already.
-    this.shrunkUntil = resetAt;
-    this.start(now, resetAt, 0);
+    this.shrunkUntil = told.blind === true ? now : resetAt;
+    this.start(now, resetAt, told.left ?? 0);
+    if (this.blind) {
+      this.#fresh(now, told.since ?? now);
+      this.#lateStartAt = told.since ?? -Infinity;
+    }
+  }
+
+  /**
+   * A refusal without a hold, within a blind quota (see `blind`), of a
+   * request sent at `sentAt`. A probe's extra send, or a refusal late in the
+   * window (more than half the quota sent): nothing more until this
+   * window's end, the site's reset as far as the scope knows (late, the
+   * quota is one less, see `refusedWithin`). Early in it: the site's window
+   * had not reset yet (this window is too short, see `refusedWithin`), and
+   * one request tries again a sixteenth of a window later, then the next
+   * only once it is answered: admitted, the window begins at its send
+   * (`blindAdmitted`); refused, the next try waits as long again.
+   */
+  blindRefused(now: number, sentAt: number): boolean {
+    // A window re-opens with its whole quota; a bucket whose burst ran out
+    // admits the one it refilled and refuses the next: no window.
+    if (sentAt >= this.#freshFrom && this.#freshAdmits < FRESH_ADMITS) return false;
+    const retry = this.#blindRetryFrom;
+    if (!Number.isNaN(retry) && sentAt >= retry) {
+      this.#blindRetry(now);
+      return true;
+    }
+    if (now < this.shrunkUntil) return true;
+    if (this.probing(sentAt)) {
+      this.probeRefused(this.resetAt);
+      return true;
+    }
+    const sent = this.limit - Math.max(0, this.left);
+    if (sent > this.limit / 2 && this.resetAt > now) {
+      this.refusedWithin(now, this.resetAt);
+      return true;
+    }
+    this.refusedWithin(now, now);
+    this.#blindRetry(now);
+    this.#firstFrom = Infinity;
+    return true;
+  }
+
+  /** A blind window began with the admitted send at `sentAt` (see `blindRefused`). */
+  #fresh(now: number, sentAt: number): void {
+    this.#freshFrom = sentAt;
+    this.#freshAdmits = 1;
+    this.#freshSent = 1;
+    this.#freshUntil = now + Math.max(BLIND_RETRY_MIN_MS, this.windowMs / 16);
+  }
+
+  /**
+   * Sends of a fresh blind window so far (see `#fresh`): FRESH_ADMITS - 1
+   * after the admitted try, then none until they are admitted (or until
+   * `#freshUntil`, should an answer never come): a bucket refuses all that
+   * a burst sends at once (7 of 8 at a bucket of 38 read as a window).
+   */
+  #freshSent = 0;
+  #freshUntil = 0;
+
+  /** Sends from this time on were made in a window that began with an admitted try (Infinity: none). */
+  #freshFrom = Infinity;
+  /** What was admitted of them so far (FRESH_ADMITS: a window's quota, not a bucket's refill). */
+  #freshAdmits = 0;
+
+  /**
+   * One try at `now` plus a sixteenth of the window, alone until answered
+   * (see `blindRefused`); twice as long after each refused try (a window
+   * read 0.5 s short was refused four times a sixteenth apart).
+   */
+  #blindRetry(now: number): void {
+    const again = !Number.isNaN(this.#blindRetryFrom);
+    this.#blindRetryMs = again
+      ? 2 * this.#blindRetryMs
+      : Math.max(BLIND_RETRY_MIN_MS, this.windowMs / 16);
+    // No sooner than a window after the send that ended the block: a window
+    // that begins at the first request after a reset (a sliding log, most
+    // per-client ones) began there, not half way from the last refused
+    // probe (a sliding window of 10 per 2 s was refused three times more).
+    const at = Math.max(now + this.#blindRetryMs, this.#lateStartAt + this.windowMs);
+    this.#lateStartAt = -Infinity;
+    this.#blindRetryFrom = at;
+    this.resetAt = at;
+    this.left = 0;
+    this.shrunkUntil = at;
+  }
+
+  /** When the admitted send that ended the block went (-Infinity: used, see `#blindRetry`). */
+  #lateStartAt = -Infinity;
+  /** The wait before the pending blind try. */
+  #blindRetryMs = 0;
+  /** The first send of a blind try (see `blindRefused`) goes at or after this time (NaN: none pending). */
+  #blindRetryFrom = Number.NaN;
+
+  /** An admitted request sent at `sentAt`: a blind try's admit begins the window (see `blindRefused`). */
+  /** A blind window began here: its first send goes alone until answered (Infinity: none pending). */
+  #firstFrom = Infinity;
+  /** When that first send went (see `#firstFrom`). */
+  #firstSentAt = -Infinity;
+
+  blindAdmitted(now: number, sentAt: number): void {
+    if (sentAt >= this.#firstFrom) this.#firstFrom = Infinity;
+    if (sentAt >= this.#freshFrom && ++this.#freshAdmits >= FRESH_ADMITS) {
+      this.#freshFrom = Infinity;
+    }
+    const retry = this.#blindRetryFrom;
+    if (Number.isNaN(retry) || sentAt < retry) return;
+    this.#blindRetryFrom = Number.NaN;
+    this.#fresh(now, sentAt);
+    this.resetAt = sentAt + this.windowMs;
+    this.left = this.limit - 1;
+    this.gapMs = ANNOUNCED_SPREAD * (this.windowMs / this.limit);
   }
 
   /**
@@ -234,6 +364,13 @@ export class AnnouncedWindow {
 
   /** Past the reset: the learned quota's next window, or nothing in force. */
   #roll(now: number): void {
+    if (!Number.isNaN(this.#blindRetryFrom)) {
+      // A blind try (see `blindRefused`): one send, then none until it is answered.
+      this.resetAt = Infinity;
+      this.left = 1;
+      this.gapMs = 0;
+      return;
+    }
     if (this.#earlyRoll) {
       this.#earlyRoll = false;
       if (now < this.#earlyUntil) {
@@ -288,7 +425,9 @@ export class AnnouncedWindow {
           // than the site's window (a Retry-After that is the same whatever
           // the time to the reset), and the steps grow. A window's own
           // Retry-After refuses the first step below it at once.
-          this.shrinkStep = Math.min(INFERRED_STEP_MAX, this.shrinkStep * 2);
+          // (A window read by probing a block is known to half the probe's
+          // interval: the steps stay small.)
+          if (!this.blind) this.shrinkStep = Math.min(INFERRED_STEP_MAX, this.shrinkStep * 2);
           if (w <= floor && ++this.atFloor >= INFERRED_OUTGROWN) this.outgrownAt = now;
         }
       }
@@ -297,6 +436,10 @@ export class AnnouncedWindow {
       this.lastRemaining = Infinity;
       // A quota told by holds goes in bursts like the ones the site took.
       this.gapMs = (this.inferred ? ANNOUNCED_SPREAD : 1) * (w / limit);
+      // A blind window's first send goes alone: refused, the site's window
+      // had not reset yet, and a burst on its way would be refused whole
+      // (five at a window of 20 per 2 s at 100 ms read 7% short).
+      if (this.blind) this.#firstFrom = now;
     } else {
       this.resetAt = Number.NaN;
     }
@@ -311,6 +454,18 @@ export class AnnouncedWindow {
     if (this.left <= 0 && this.probe === "armed") {
       if (!(now >= this.probeAt)) return Math.min(this.resetAt, this.probeAt) - now;
       this.#startProbe(now);
+    }
+    if (
+      this.left > 0 && this.#freshFrom !== Infinity && this.#freshSent >= FRESH_ADMITS &&
+      now < this.#freshUntil
+    ) {
+      return this.#freshUntil - now;
+    }
+    if (this.left > 0 && this.#firstSentAt >= this.#firstFrom) {
+      // The window's first send is on its way (see `#roll`).
+      const until = this.#firstSentAt + Math.max(BLIND_RETRY_MIN_MS, this.windowMs / 16);
+      if (now < until) return until - now;
+      this.#firstFrom = Infinity;
     }
     return this.left <= 0 ? this.resetAt - now : this.lastSentAt + this.gapMs - now;
   }
@@ -370,6 +525,8 @@ export class AnnouncedWindow {
   }
 
   onSent(now: number): void {
+    if (now >= this.#freshFrom) this.#freshSent++;
+    if (now >= this.#firstFrom && !(this.#firstSentAt >= this.#firstFrom)) this.#firstSentAt = now;
     if (this.limit <= SENDS_FOR_FREED && !this.inferred) {
       const sent = this.#sent ??= new Float64Array(SENDS_FOR_FREED);
       sent[this.#sentCount++ % SENDS_FOR_FREED] = now;
@@ -678,6 +835,10 @@ export class AnnouncedWindow {
  * the whole window would let it (docs/DECISIONS.md).
  */
 const ANNOUNCED_SPREAD = 0.3;
+/** The shortest wait before a blind quota's next try after an early refusal (see `blindRefused`), ms. */
+const BLIND_RETRY_MIN_MS = 100;
+/** Admits in a blind window that began with an admitted try before a refusal says it is a window (see `blindRefused`). */
+const FRESH_ADMITS = 3;
 
 /** An inferred quota's window shortens by this share per quiet window, and lengthens back twice as much when refused early. */
 const INFERRED_STEP = 0.03;

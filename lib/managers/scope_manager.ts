@@ -326,9 +326,14 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     const ann = this.#x?.ann;
     if (ok && ann !== undefined && result.sentAt !== undefined) {
       if (ann.probing(result.sentAt)) ann.probeAdmitted();
+      if (ann.blind) ann.blindAdmitted(now, result.sentAt);
       ann.lateAdmit(result.sentAt);
     }
-    this.#x?.ramp?.onDone(now, result);
+    const x = this.#x;
+    if (x?.ramp !== undefined) {
+      x.ramp.onDone(now, result);
+      this.#takeToldQuota(now, x);
+    }
   }
 
   /** Whether this soft trigger and the recent ones make a cluster (see `BackoffSignal.soft`). */
@@ -407,6 +412,19 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         return;
       }
     }
+    const blind = x.ann;
+    if (
+      blind !== undefined && blind.blind && blind.inferred && x.ramp !== undefined &&
+      x.level === 0 && signal.explained !== true &&
+      !(signal.holdMs !== undefined && signal.holdMs > 0)
+    ) {
+      // Refused within a quota read from a block of refusals (no holds):
+      // the scope holds itself, and the quota is corrected as a held one is
+      // (lib/managers/_announced_window.ts); the pace is not cut.
+      if (blind.blindRefused(now, signal.sentAt ?? now)) return;
+      // A bucket's refill, not a window's reset: the controller reads it.
+      x.ann = undefined;
+    }
     if (x.ramp === undefined && x.level === 0 && this.config.adaptive && b.windowMs > 0) {
       // An adaptive scope learns from its first trigger on (lib/managers/_rampup.ts).
       this.#slowStart = false;
@@ -434,14 +452,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         this.#delayMs = knobs.delayMs;
         this.#concurrency = knobs.concurrency;
         if (x.ramp.holdUntil > x.holdUntil) x.holdUntil = x.ramp.holdUntil;
-        const q = x.ramp.quota;
-        x.ramp.quota = undefined;
-        const announced = x.ann !== undefined && x.ann.limit >= 1 && !x.ann.inferred;
-        if (q !== undefined && this.config.quota === undefined && !announced) {
-          // A window told by the server's holds: the scope's learned quota
-          // (a configured quota, or one announced in headers, wins).
-          (x.ann ??= new AnnouncedWindow()).infer(now, q);
-        }
+        this.#takeToldQuota(now, x);
         const next = now + this.#delayMs;
         if (next > this.#nextSendAt) this.#nextSendAt = next;
       }
@@ -460,6 +471,22 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     // out; without this a request slips through right after a 429.
     const next = now + this.#jittered(this.#delayMs);
     if (next > this.#nextSendAt) this.#nextSendAt = next;
+  }
+
+  /**
+   * A window the controller read (told by the server's holds, or by a block
+   * of refusals): the scope's learned quota. A configured quota, or one
+   * announced in headers, wins.
+   */
+  #takeToldQuota(now: number, x: ScopeExtra): void {
+    const ramp = x.ramp;
+    const q = ramp?.quota;
+    if (ramp === undefined || q === undefined) return;
+    ramp.quota = undefined;
+    const announced = x.ann !== undefined && x.ann.limit >= 1 && !x.ann.inferred;
+    if (this.config.quota === undefined && !announced) {
+      (x.ann ??= new AnnouncedWindow()).infer(now, q);
+    }
   }
 
   reconcileQuota(now: number, r: QuotaReconciliation): void {

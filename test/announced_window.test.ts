@@ -1,0 +1,110 @@
+import { describe, expect, it } from "vitest";
+import { AnnouncedWindow } from "../lib/managers/_announced_window.ts";
+
+/**
+ * A quota of 10 per 1000 ms read from a block of refusals (no holds), as
+ * lib/managers/_rampup.ts tells it: the block ended with an admitted probe
+ * sent at 900 and answered at 1000, the site's reset guessed at 800, so the
+ * window in force ends at 1800 with 9 left.
+ */
+function blindWindow(): AnnouncedWindow {
+  const a = new AnnouncedWindow();
+  a.infer(1_000, {
+    limit: 10,
+    windowMs: 1_000,
+    resetAt: 1_800,
+    lateFrom: Number.NaN,
+    lateUntil: Number.NaN,
+    blind: true,
+    left: 9,
+    since: 900,
+  });
+  return a;
+}
+
+/** Sends `n` requests from `at` on, each as soon as the window lets it; returns their send times. */
+function sendAll(a: AnnouncedWindow, at: number, n: number): number[] {
+  const sent: number[] = [];
+  let t = at;
+  for (let i = 0; i < n; i++) {
+    t += Math.max(0, a.waitMs(t));
+    a.onSent(t);
+    sent.push(t);
+  }
+  return sent;
+}
+
+describe("AnnouncedWindow: a blind quota (a window read from a block of refusals, no holds)", () => {
+  it("AnnouncedWindow.infer() with blind: the rest of the window in bursts, two sends then none until they are admitted", () => {
+    const a = blindWindow();
+    expect(a.blind && a.inferred).toBe(true);
+    expect(a.probe).toBe("done"); // no probe of half a quota more
+    // Two more after the admitted probe, then a wait for their answers
+    // (or a sixteenth of the window, at least 100 ms, should none come).
+    // (Spaced 0.3 of the time left per request: 800 ms / 9 × 0.3.)
+    const two = sendAll(a, 1_000, 2);
+    expect(two[1]! - two[0]!).toBeCloseTo((800 / 9) * 0.3, 9);
+    expect(a.waitMs(1_040)).toBe(60);
+    a.blindAdmitted(1_080, 1_000);
+    a.blindAdmitted(1_090, 1_030);
+    expect(a.waitMs(1_090)).toBeLessThanOrEqual(0);
+    // The rest of the quota (7), then nothing until the window ends.
+    const rest = sendAll(a, 1_090, 7);
+    expect(rest[6]).toBeLessThan(1_800);
+    expect(a.waitMs(rest[6]!)).toBe(1_800 - rest[6]!);
+  });
+
+  it("AnnouncedWindow.blindRefused(): a refusal right after the block's admit, with under three admitted, is a bucket's refill", () => {
+    const a = blindWindow();
+    sendAll(a, 1_000, 2);
+    // Refused: a send made after the admitted probe, none of them admitted yet.
+    expect(a.blindRefused(1_100, 1_000)).toBe(false);
+    const b = blindWindow();
+    sendAll(b, 1_000, 2);
+    b.blindAdmitted(1_080, 1_000);
+    b.blindAdmitted(1_090, 1_030);
+    // Three admitted: a window's quota; a refusal now is one in a window.
+    expect(b.blindRefused(1_200, 1_100)).toBe(true);
+  });
+
+  it("AnnouncedWindow.blindRefused(): late in a window, the quota is one less and nothing goes before the window's end", () => {
+    const a = blindWindow();
+    sendAll(a, 1_000, 2);
+    a.blindAdmitted(1_080, 1_000);
+    a.blindAdmitted(1_090, 1_030);
+    const rest = sendAll(a, 1_090, 7);
+    // [refused send, limit after, wait at 1500]: the ninth of ten refused.
+    expect(a.blindRefused(1_500, rest[5]!)).toBe(true);
+    expect({ limit: a.limit, wait: a.waitMs(1_500) }).toEqual({ limit: 9, wait: 300 });
+  });
+
+  it("AnnouncedWindow.blindRefused(): early in a window, one send tries again, no sooner than a window after the block's admit, then twice as long after each refusal", () => {
+    const a = blindWindow();
+    sendAll(a, 1_000, 2);
+    a.blindAdmitted(1_080, 1_000);
+    a.blindAdmitted(1_090, 1_030);
+    sendAll(a, 1_090, 7);
+    // The next window from 1800: its first send goes alone.
+    expect(sendAll(a, 1_800, 1)).toEqual([1_800]);
+    expect(a.waitMs(1_801)).toBeGreaterThan(0);
+    // Refused: the site's window had not reset (it began at 900, not 800).
+    expect(a.blindRefused(1_850, 1_800)).toBe(true);
+    expect(a.windowMs).toBeGreaterThan(1_000); // this window was too short
+    // The try: a window (the longer one) after the probe sent at 900, not
+    // 100 ms (a sixteenth of it, at least 100 ms) after the refusal; alone.
+    const w = a.windowMs;
+    const tryAt = 900 + w;
+    expect(a.waitMs(1_850)).toBeCloseTo(tryAt - 1_850, 9);
+    expect(sendAll(a, 1_850, 1)).toEqual([tryAt]);
+    expect(a.waitMs(tryAt + 50)).toBeGreaterThan(1_000);
+    // Refused again: the next try waits twice as long as a first one.
+    expect(a.blindRefused(tryAt + 50, tryAt)).toBe(true);
+    expect(a.waitMs(tryAt + 50)).toBeCloseTo(2 * Math.max(100, w / 16), 9);
+    // Admitted: the window begins at that try's send, with its quota less one.
+    const at = tryAt + 50 + a.waitMs(tryAt + 50);
+    sendAll(a, at, 1);
+    a.blindAdmitted(at + 50, at);
+    expect(a.resetAt).toBe(at + a.windowMs);
+    expect(a.left).toBe(a.limit - 1);
+  });
+});
