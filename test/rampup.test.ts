@@ -402,6 +402,33 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(r.efficiency).toBeGreaterThanOrEqual(0.64);
   });
 
+  it("a guessed bound reached quietly bisects toward the refused pace behind it: no climb past it every cycle", () => {
+    // A 10/s bucket of 5 answering 429 with Retry-After seconds, 4 at once
+    // and 50 ms apart (examples/simulate_config.ts): the guess (the middle
+    // of the rates admitted with and without the holds, about 9/s) gave way
+    // to a climb to 15.8/s, refused there and again at 11.9/s, every
+    // 8 seconds: 53 refusals in 1,710 requests, 7.75/s settled.
+    const r = runZooCrawl({
+      site: {
+        name: "bucket 10/s of 5, 429, Retry-After",
+        limiter: { shape: "token-bucket", ratePerSec: 10, burst: 5 },
+        latencyMs: 100,
+        status: 429,
+        retryAfter: "seconds",
+      },
+      pages: 1_600,
+      settings: { concurrentRequestsPerDomain: 4, downloadDelayMs: 50, retry: { times: 5 } },
+      events: true,
+    });
+    const climbs = r.events.filter((e) =>
+      e.type === "rampup" && e.why.startsWith("refused climbing")
+    );
+    expect(r.ok).toBe(1_600);
+    expect(climbs.length).toBeLessThanOrEqual(1);
+    expect(r.refused / r.requests).toBeLessThanOrEqual(0.01);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.85);
+  });
+
   it("ThrottlingScopeManager reads an answer's send time from DoneInfo.sentAt: answers recorded late still show a cap", () => {
     // On a real clock recordDone comes a little after the answer, so now -
     // latencyMs misses the send; the cap of 3 is only seen with sentAt.

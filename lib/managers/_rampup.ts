@@ -113,6 +113,14 @@ const MAX_PROBE_STEP = 0.5;
  */
 const CLIMB = 1.5;
 const CLIMB_COSTLY = 1.25;
+/**
+ * A guessed upper bound reached quietly bisects on toward the pace the
+ * refusal behind the guess was sent at when that pace is less than this
+ * many times the rate reached (a climb past it on a bucket's saved burst was
+ * refused there every cycle); a pace further off said little (a first,
+ * unpaced one), and the climb goes on.
+ */
+const GUESS_NEAR_REFUSED = 2;
 /** Probing above a limit that holds backs off to once per this many windows at most. */
 const MAX_PROBE_WINDOWS = 32;
 /** The shortest round while learning. */
@@ -309,6 +317,15 @@ export class RampupController {
    * site refused: reached without a refusal, the climb goes on (as `#hiSoft`).
    */
   #hiGuess = Number.NaN;
+  /**
+   * The pace the refusal that guessed `#hiGuess` was sent at: reaching the
+   * guess quietly bisects on toward it rather than climbing past it (a 10/s
+   * bucket with 1 s holds climbed from a guessed 9/s to 15/s and was
+   * refused there every cycle: 53 refusals where 3 sufficed).
+   */
+  #guessRefused = Infinity;
+  /** The pace the last refusal was sent at (Infinity for a burst's). */
+  #refusedPace = Infinity;
   /** Climbing from FROM_BELOW_RATE by FROM_BELOW_CLIMB: no pace was refused but a burst's. */
   #fromBelow = false;
   /** The sends on their way at a bucket's first cut, and what they got (see `#checkInFlight`). */
@@ -851,6 +868,7 @@ export class RampupController {
       // Not pressed on the site's rate: no episode starts here.
       this.#episodeStart = Number.NaN;
     } else if (pace < this.#hi) this.#hi = pace;
+    this.#refusedPace = burst ? Infinity : pace;
     let next = burst ? pace : pace * CUT_FACTOR;
     if (
       !burst && this.rate === Infinity && this.#firstAdmits > BURST_MIN && this.#firstSpanMs > 0
@@ -1344,7 +1362,9 @@ export class RampupController {
 
   /** An upper bound of twice an admitted rate (see `#hiGuess`). */
   #guessHi(bound: number): void {
-    if (bound < this.#hi) this.#hi = this.#hiGuess = bound;
+    if (!(bound < this.#hi)) return;
+    this.#hi = this.#hiGuess = bound;
+    this.#guessRefused = this.#refusedPace;
   }
 
   /** The first admit after a block: a window when the block was long. */
@@ -1583,10 +1603,16 @@ export class RampupController {
       (this.#hiSoft || this.#hi === this.#hiGuess) && this.#hi !== Infinity &&
       !(before < this.#hi * (1 - converged))
     ) {
-      // Reached a rate only the first refusal said was too fast: climb on.
-      this.#hi = Infinity;
+      // Reached a rate only the first refusal said was too fast (or only a
+      // guess from what was admitted): climb on, or where a guess stood
+      // under a refused pace, go on halfway toward that pace.
+      const refused = this.#hiSoft ? Infinity : this.#guessRefused;
+      this.#hi = refused > before * (1 + converged) && refused < GUESS_NEAR_REFUSED * before
+        ? refused
+        : Infinity;
       this.#hiSoft = false;
-      this.#climb = true;
+      this.#hiGuess = Number.NaN;
+      this.#climb = this.#hi === Infinity;
     }
     if (this.#climb && this.#hi === Infinity) {
       const factor = this.#fromBelow
