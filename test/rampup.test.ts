@@ -429,6 +429,36 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(r.efficiency).toBeGreaterThanOrEqual(0.85);
   });
 
+  it("a refusal well under the last quiet pace is not taken for one near it: no 9% steps down from a burst's quiet round", () => {
+    // A 2/s bucket of 2 with 1 s holds: each hold refills the burst, so a
+    // short round at 11/s passed quietly; every refusal after it was read
+    // as "near the quiet 10.61/s" and cut 9%, seventeen refusals down to
+    // 2/s (29 refused in 229 requests).
+    const r = runZooCrawl({
+      site: {
+        name: "bucket 2/s of 2, 150 ms, 429, Retry-After 1",
+        limiter: { shape: "token-bucket", ratePerSec: 2, burst: 2 },
+        latencyMs: 150,
+        latencyJitter: 0.3,
+        status: 429,
+        retryAfter: 1,
+      },
+      pages: 200,
+      rampup: true,
+      events: true,
+      settings: { retry: { times: 10 } },
+    });
+    const near = r.events.flatMap((e) => {
+      const m = e.type === "rampup"
+        ? /refused at ([\d.]+)\/s, near the quiet ([\d.]+)\/s/.exec(e.why)
+        : null;
+      return m ? [Number(m[1]) / Number(m[2])] : [];
+    });
+    expect(near.length).toBeGreaterThan(0);
+    expect(Math.min(...near)).toBeGreaterThanOrEqual(0.9);
+    expect(r.refused / r.requests).toBeLessThanOrEqual(0.07);
+  });
+
   it("ThrottlingScopeManager reads an answer's send time from DoneInfo.sentAt: answers recorded late still show a cap", () => {
     // On a real clock recordDone comes a little after the answer, so now -
     // latencyMs misses the send; the cap of 3 is only seen with sentAt.

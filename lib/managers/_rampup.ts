@@ -218,6 +218,14 @@ const ON_THE_WAY_MARGIN = 0.05;
 const NEAR_QUIET_MARGIN_COSTLY = 3 * CONVERGED;
 /** A refused pace this far above a quiet one is near it (see `onTrigger`). */
 const NEAR_QUIET = 0.1;
+/**
+ * A refused pace this far under the last quiet one is not near it: the cut
+ * near a quiet pace already went under it, so a second refusal before
+ * another quiet round says the quiet round was a burst's (a 2/s bucket of 2
+ * with 1 s holds passed a short round at 11/s on the burst each hold
+ * refilled, and every refusal after it cut 9%: seventeen refusals to 2/s).
+ */
+const NEAR_QUIET_BELOW = 0.08;
 /** In-flight counts are tallied up to this. */
 const MAX_F = 64;
 /** Sends remembered for their in-flight count. */
@@ -953,7 +961,9 @@ export class RampupController {
       (this.#costlyRefusal || this.#firstAdmits <= 1) && this.rate !== Infinity &&
       this.#firstAdmits <= BURST_MIN &&
       this.#lastQuiet > 0 &&
-      pace <= this.#lastQuiet * (1 + NEAR_QUIET) && (est === undefined || !this.#savedBurst(est))
+      pace <= this.#lastQuiet * (1 + NEAR_QUIET) &&
+      pace >= this.#lastQuiet * (1 - NEAR_QUIET_BELOW) &&
+      (est === undefined || !this.#savedBurst(est))
     ) {
       // Refused after a while at a pace at or just above one that was quiet,
       // by a site that never admitted a burst (a strict spacer): the limit is
