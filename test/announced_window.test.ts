@@ -7,16 +7,16 @@ import { AnnouncedWindow } from "../lib/managers/_announced_window.ts";
  * sent at 900 and answered at 1000, the site's reset guessed at 800, so the
  * window in force ends at 1800 with 9 left.
  */
-function blindWindow(): AnnouncedWindow {
+function blindWindow(limit = 10): AnnouncedWindow {
   const a = new AnnouncedWindow();
   a.infer(1_000, {
-    limit: 10,
+    limit,
     windowMs: 1_000,
     resetAt: 1_800,
     lateFrom: Number.NaN,
     lateUntil: Number.NaN,
     blind: true,
-    left: 9,
+    left: limit - 1,
     since: 900,
   });
   return a;
@@ -48,10 +48,15 @@ describe("AnnouncedWindow: a blind quota (a window read from a block of refusals
     a.blindAdmitted(1_080, 1_000);
     a.blindAdmitted(1_090, 1_030);
     expect(a.waitMs(1_090)).toBeLessThanOrEqual(0);
-    // The rest of the quota (7), then nothing until the window ends.
-    const rest = sendAll(a, 1_090, 7);
-    expect(rest[6]).toBeLessThan(1_800);
-    expect(a.waitMs(rest[6]!)).toBe(1_800 - rest[6]!);
+    // Then sends double with the admits (a slow start): with three
+    // admitted, seven sent in all, then a wait for their answers.
+    const four = sendAll(a, 1_090, 4);
+    expect(a.waitMs(four[3]!)).toBe(100);
+    for (const t of four) a.blindAdmitted(t + 50, t);
+    // Seven admitted: the rest of the quota (3), then nothing until the window ends.
+    const rest = sendAll(a, four[3]! + 50, 3);
+    expect(rest[2]).toBeLessThan(1_800);
+    expect(a.waitMs(rest[2]!)).toBe(1_800 - rest[2]!);
   });
 
   it("AnnouncedWindow.blindRefused(): a refusal right after the block's admit, with under three admitted, is a bucket's refill", () => {
@@ -65,6 +70,13 @@ describe("AnnouncedWindow: a blind quota (a window read from a block of refusals
     b.blindAdmitted(1_090, 1_030);
     // Three admitted: a window's quota; a refusal now is one in a window.
     expect(b.blindRefused(1_200, 1_100)).toBe(true);
+    // Three admitted of a quota of forty, then refused: well under a
+    // window's quota, a site that refills (a bucket read as a window).
+    const c = blindWindow(40);
+    const sent = sendAll(c, 1_000, 2);
+    for (const t of sent) c.blindAdmitted(t + 50, t);
+    const more = sendAll(c, 1_100, 3);
+    expect(c.blindRefused(1_200, more[2]!)).toBe(false);
   });
 
   it("AnnouncedWindow.blindRefused(): late in a window, the quota is one less and nothing goes before the window's end", () => {
@@ -73,6 +85,7 @@ describe("AnnouncedWindow: a blind quota (a window read from a block of refusals
     a.blindAdmitted(1_080, 1_000);
     a.blindAdmitted(1_090, 1_030);
     const rest = sendAll(a, 1_090, 7);
+    for (const t of rest.slice(0, 5)) a.blindAdmitted(t + 20, t);
     // [refused send, limit after, wait at 1500]: the ninth of ten refused.
     expect(a.blindRefused(1_500, rest[5]!)).toBe(true);
     expect({ limit: a.limit, wait: a.waitMs(1_500) }).toEqual({ limit: 9, wait: 300 });

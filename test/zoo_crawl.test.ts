@@ -411,6 +411,22 @@ const ZOO: [ZooSiteSpec, boolean, number, number][] = [
   ],
   [
     {
+      // A generous bucket's spent burst read as a window of 34 per 1.2 s:
+      // each burst found six refilled and the rest in flight refused (22%
+      // refused). A window admits its quota once re-opened, so a refusal
+      // after a few admits hands the scope back, and a blind window's sends
+      // double with its admits.
+      name: "bucket 5/s of 30, 120 ms ± 30%",
+      limiter: { shape: "token-bucket", ratePerSec: 5, burst: 30 },
+      latencyMs: 120,
+      latencyJitter: 0.3,
+    },
+    true,
+    0.95,
+    0.09,
+  ],
+  [
+    {
       // A slow bucket's spent burst ends in a block long enough to read as a
       // window; the one it refilled, then a refusal, says it is none.
       name: "bucket 1/s of 30, 40 ms",

@@ -135,6 +135,9 @@ export class AnnouncedWindow {
     if (this.blind) {
       this.#fresh(now, told.since ?? now);
       this.#lateStartAt = told.since ?? -Infinity;
+      this.#windowFrom = told.since ?? now;
+      this.#windowAdmits = 1;
+      this.#blindSent = 1;
     }
   }
 
@@ -153,6 +156,16 @@ export class AnnouncedWindow {
     // A window re-opens with its whole quota; a bucket whose burst ran out
     // admits the one it refilled and refuses the next: no window.
     if (sentAt >= this.#freshFrom && this.#freshAdmits < FRESH_ADMITS) return false;
+    // A window admits its whole quota once it re-opened: refused after a
+    // few admits, well under it, the site refills (a bucket of 30
+    // at 5/s, read as a window of 34 per 1.2 s, admitted six of each burst
+    // and refused ten: 22% refused).
+    if (
+      sentAt >= this.#windowFrom && this.#windowAdmits >= FRESH_ADMITS &&
+      this.#windowAdmits < this.limit / BLIND_REFILL_SHARE
+    ) {
+      return false;
+    }
     const retry = this.#blindRetryFrom;
     if (!Number.isNaN(retry) && sentAt >= retry) {
       this.#blindRetry(now);
@@ -228,10 +241,15 @@ export class AnnouncedWindow {
   /** An admitted request sent at `sentAt`: a blind try's admit begins the window (see `blindRefused`). */
   /** A blind window began here: its first send goes alone until answered (Infinity: none pending). */
   #firstFrom = Infinity;
+  /** When the blind window in force began, and how many of its sends were admitted. */
+  #windowFrom = Infinity;
+  #windowAdmits = 0;
+  #blindSent = 0;
   /** When that first send went (see `#firstFrom`). */
   #firstSentAt = -Infinity;
 
   blindAdmitted(now: number, sentAt: number): void {
+    if (sentAt >= this.#windowFrom) this.#windowAdmits++;
     if (sentAt >= this.#firstFrom) this.#firstFrom = Infinity;
     if (sentAt >= this.#freshFrom && ++this.#freshAdmits >= FRESH_ADMITS) {
       this.#freshFrom = Infinity;
@@ -240,6 +258,9 @@ export class AnnouncedWindow {
     if (Number.isNaN(retry) || sentAt < retry) return;
     this.#blindRetryFrom = Number.NaN;
     this.#fresh(now, sentAt);
+    this.#windowFrom = sentAt;
+    this.#windowAdmits = 1;
+    this.#blindSent = 1;
     this.resetAt = sentAt + this.windowMs;
     this.left = this.limit - 1;
     this.gapMs = ANNOUNCED_SPREAD * (this.windowMs / this.limit);
@@ -439,7 +460,12 @@ export class AnnouncedWindow {
       // A blind window's first send goes alone: refused, the site's window
       // had not reset yet, and a burst on its way would be refused whole
       // (five at a window of 20 per 2 s at 100 ms read 7% short).
-      if (this.blind) this.#firstFrom = now;
+      if (this.blind) {
+        this.#firstFrom = now;
+        this.#windowFrom = now;
+        this.#windowAdmits = 0;
+        this.#blindSent = 0;
+      }
     } else {
       this.resetAt = Number.NaN;
     }
@@ -454,6 +480,15 @@ export class AnnouncedWindow {
     if (this.left <= 0 && this.probe === "armed") {
       if (!(now >= this.probeAt)) return Math.min(this.resetAt, this.probeAt) - now;
       this.#startProbe(now);
+    }
+    if (
+      this.blind && this.left > 0 && this.#freshFrom === Infinity &&
+      this.#blindSent > 2 * this.#windowAdmits
+    ) {
+      // A blind window's sends double with its admits (a slow start): a
+      // bucket read as a window refuses what is in flight when it runs dry.
+      const until = this.lastSentAt + Math.max(BLIND_RETRY_MIN_MS, this.windowMs / 16);
+      if (now < until) return until - now;
     }
     if (
       this.left > 0 && this.#freshFrom !== Infinity && this.#freshSent >= FRESH_ADMITS &&
@@ -526,6 +561,7 @@ export class AnnouncedWindow {
 
   onSent(now: number): void {
     if (now >= this.#freshFrom) this.#freshSent++;
+    if (now >= this.#windowFrom) this.#blindSent++;
     if (now >= this.#firstFrom && !(this.#firstSentAt >= this.#firstFrom)) this.#firstSentAt = now;
     if (this.limit <= SENDS_FOR_FREED && !this.inferred) {
       const sent = this.#sent ??= new Float64Array(SENDS_FOR_FREED);
@@ -837,6 +873,14 @@ export class AnnouncedWindow {
 const ANNOUNCED_SPREAD = 0.3;
 /** The shortest wait before a blind quota's next try after an early refusal (see `blindRefused`), ms. */
 const BLIND_RETRY_MIN_MS = 100;
+/**
+ * A blind window refused after FRESH_ADMITS or more of its sends were
+ * admitted, but fewer than its quota over this, is no window: the site
+ * refills (a bucket of 30 at 5/s read as a window of 34 admitted 6 of each
+ * burst). (Over 2: a sliding window of 10 per 2 s, its slots freed unevenly,
+ * admitted 3 or 4 of 9 and was handed back, 0.93 -> 0.86.)
+ */
+const BLIND_REFILL_SHARE = 4;
 /** Admits in a blind window that began with an admitted try before a refusal says it is a window (see `blindRefused`). */
 const FRESH_ADMITS = 3;
 
