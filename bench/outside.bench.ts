@@ -22,6 +22,10 @@
  * `--output`, `--events`) of each crawl are kept in DIR (a temp dir unless
  * given).
  *
+ * `--virtual [--seeds 1,2,3]`: the same sites crawled by the same pipeline in
+ * virtual time (`bench/outside/virtual.ts`), once per seed, in seconds: a
+ * table of efficiency / refused share per seed and a summary line per mode.
+ *
  * @module
  */
 import { spawn } from "node:child_process";
@@ -32,6 +36,7 @@ import { argValue, fmtFixed, machine, markdownTable, median, ROOT } from "./_har
 import { idealMs } from "./outside/ideal.ts";
 import { type SiteSpec, startSite } from "./outside/site.ts";
 import { SITES } from "./outside/sites.ts";
+import { crawlVirtual } from "./outside/virtual.ts";
 
 type Mode = "default" | "rampup";
 
@@ -229,6 +234,53 @@ function table(results: readonly Result[], mode: Mode): string {
   ].join("\n");
 }
 
+/** `--virtual`: every site once per seed and mode in virtual time; Markdown. */
+function virtualTables(
+  sites: readonly SiteSpec[],
+  modes: readonly Mode[],
+  seeds: number[],
+): string {
+  const out: string[] = [];
+  for (const mode of modes) {
+    const target = mode === "rampup" ? 0.9 : 0.8;
+    const effs: number[] = [];
+    const shares: number[] = [];
+    let missed = 0;
+    const body = sites.map((spec) => {
+      const cells = seeds.map((seed) => {
+        const r = crawlVirtual(spec, { seed, rampup: mode === "rampup" });
+        const share = r.refused / Math.max(1, r.requests);
+        effs.push(r.efficiency);
+        shares.push(share);
+        if (r.efficiency < target || share > 0.05) missed++;
+        return `${fmtFixed(r.efficiency)} / ${fmtFixed(100 * share, 1)}%${
+          r.ok < spec.pages ? ` (${spec.pages - r.ok} failed)` : ""
+        }`;
+      });
+      return [spec.name, spec.shape, ...cells];
+    });
+    out.push(
+      `### politely, ${
+        mode === "rampup" ? "rampup" : "defaults"
+      }, virtual time (efficiency / refused)`,
+      "",
+      markdownTable(
+        ["site", "hidden limit", ...seeds.map((s) => `seed ${s}`)],
+        body,
+        ["l", "l", ...seeds.map(() => "r" as const)],
+      ),
+      "",
+      `Median efficiency ${fmtFixed(median(effs))}, mean ${
+        fmtFixed(effs.reduce((a, b) => a + b, 0) / effs.length)
+      }, lowest ${fmtFixed(Math.min(...effs))}; mean refused ${
+        fmtFixed((100 * shares.reduce((a, b) => a + b, 0)) / shares.length, 1)
+      }%; ${missed} of ${effs.length} crawls under ${target} or over 5% refused.`,
+      "",
+    );
+  }
+  return out.join("\n");
+}
+
 async function main(argv: readonly string[]): Promise<number> {
   const modeArg = argValue(argv, "mode") ?? "default";
   if (!["default", "rampup", "both"].includes(modeArg)) {
@@ -243,6 +295,11 @@ async function main(argv: readonly string[]): Promise<number> {
       `--only matches no site: expected some of ${SITES.map((s) => s.name).join(", ")}`,
     );
     return 2;
+  }
+  if (argv.includes("--virtual")) {
+    const seeds = (argValue(argv, "seeds") ?? "1,2,3").split(",").map(Number);
+    console.log(virtualTables(sites, modes, seeds));
+    return 0;
   }
   const keep = argValue(argv, "keep");
   const root = keep ?? mkdtempSync(join(tmpdir(), "politely-outside-"));

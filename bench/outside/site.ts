@@ -100,7 +100,8 @@ export function latencyMs(l: Latency, active: number, random: () => number): num
   return l.baseMs * load * (1 + spread * (2 * random() - 1));
 }
 
-function budgetHeaders(
+/** The headers a rule of `style` announces budget `b` in, at epoch ms `now`. */
+export function budgetHeaders(
   style: HeaderStyle,
   b: Budget,
   now: number,
@@ -136,7 +137,12 @@ function budgetHeaders(
   }
 }
 
-function retryAfterHeader(ra: RetryAfter, waitMs: number, now: number): string | undefined {
+/** The `Retry-After` value a refusal sends for a wait of `waitMs` at epoch ms `now` (undefined: none). */
+export function retryAfterHeader(
+  ra: RetryAfter,
+  waitMs: number,
+  now: number,
+): string | undefined {
   const seconds = Number.isFinite(waitMs) ? Math.max(1, Math.ceil(waitMs / 1000)) : 1;
   switch (ra.kind) {
     case "none":
