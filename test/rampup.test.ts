@@ -481,6 +481,41 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(m.state(201)).toMatchObject({ concurrency: 3, delayMs: 0 });
   });
 
+  it("ThrottlingScopeManager reads a cap from sends that overtook the refused one: a send 3 ms late found the cap of 3 full", () => {
+    // A cap of 3 at 100 ms. X (sent 100) and Y, Z (sent 200) in flight; X
+    // answered at 200.4 and P, Q sent then. Z reached the site 2.7 ms late,
+    // after P and Q: the site served Y, P, Q and refused it. By the sends'
+    // times it had one other in flight (Y): the cap read 2 and stayed there
+    // (0.61 of a real loopback cap of 3).
+    const m = manager({ delayMs: 0, adaptive: true });
+    m.setConcurrency(4);
+    m.recordSent(100); // X
+    m.recordSent(200); // Y
+    m.recordSent(200); // Z
+    m.recordDone(200.4, { latencyMs: 100.4, status: 200, sentAt: 100 });
+    m.recordSent(200.4); // P
+    m.recordSent(200.4); // Q
+    m.recordBackoff(202.9, { cause: "status 503", sentAt: 200 });
+    expect(summary(m.advance(202.9))).toEqual([
+      "0/1 concurrency cap: refused with 3 in flight, admitted with 2",
+    ]);
+    // Y, P and Q admitted, each in its 100 ms, then a quiet round.
+    m.recordDone(300, { latencyMs: 100, status: 200, sentAt: 200 });
+    m.recordDone(300.4, { latencyMs: 100, status: 200, sentAt: 200.4 });
+    m.recordDone(300.4, { latencyMs: 100, status: 200, sentAt: 200.4 });
+    let t = 300.4;
+    const steps: string[] = [];
+    for (let i = 0; i < 20 && m.state(t).concurrency < 3; i++) {
+      m.recordSent(t);
+      m.recordDone(t + 100, { latencyMs: 100, status: 200, sentAt: t });
+      t += 100;
+      steps.push(...summary(m.advance(t)));
+    }
+    // The first quiet round reads it (not a probe a window later).
+    expect(steps).toEqual(["0/3 quiet: the site was serving 3 when it refused: concurrency cap 3"]);
+    expect(m.state(t)).toMatchObject({ concurrency: 3, delayMs: 0 });
+  });
+
   // Two sends of one dispatch, on a loaded real clock 1.5 ms apart, the second
   // refused (a strict spacer): the gap is no rate the scope sent at. It read
   // as 667/s, and each halving from there cost a refusal (a 1 s hold each).

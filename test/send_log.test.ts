@@ -65,4 +65,17 @@ describe("SendLog", () => {
       });
     }
   });
+
+  it("pendingWithin: unanswered sends after an instant, up to a time", () => {
+    const log = new SendLog(8);
+    for (const [at, f] of [[0, 1], [10, 2], [10, 3], [11, 3], [12.5, 4], [14, 5]] as const) {
+      log.push(at, f);
+    }
+    log.take(12.5, false); // answered
+    // [from, to, pending in (from, to]]: the sends at `from` itself are not after it.
+    const table: [number, number, number][] = [[10, 13, 1], [10, 14, 2], [0, 10, 2], [14, 20, 0]];
+    for (const [from, to, n] of table) {
+      expect({ from, to, n: log.pendingWithin(from, to) }).toEqual({ from, to, n });
+    }
+  });
 });

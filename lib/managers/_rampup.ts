@@ -787,7 +787,10 @@ export class RampupController {
         // are not, so the cap may be up to f - 1. The first quiet round, when
         // they are in, reads what the site was serving at the refused send
         // (a cap of 7 read as 4 ran at 0.56 of the site's rate; 0.84 now).
-        this.#capUpTo = fr - 1;
+        // Sends a moment after it still out may have reached the site first
+        // and been served then (a loopback client's sends arrive up to a few
+        // ms late: a cap of 3 at 120 ms read as 2 and kept: 0.61).
+        this.#capUpTo = fr - 1 + this.#sends.pendingWithin(sentAt, sentAt + REORDER_MS);
         this.#capSentAt = sentAt;
         this.#cut(now, false);
         this.#apply(knobs);
@@ -1172,6 +1175,28 @@ export class RampupController {
       else if (burst && start <= sentAt + SAME_INSTANT_MS) same++;
     }
     return burst ? n + Math.min(same, Math.max(0, f - 1 - n)) : n;
+  }
+
+  /**
+   * What the site was serving when the refused send at `sentAt` reached it,
+   * read once the answers are in: the admitted requests in flight at its
+   * send, or at the send of an admitted one a moment after it (up to
+   * REORDER_MS: that one may have got there first), whichever more.
+   */
+  #servedAround(sentAt: number): number {
+    let most = this.#servedAt(sentAt, false);
+    const count = Math.min(this.#admitCount, RING);
+    for (let k = 1; k <= count; k++) {
+      const t = this.#admitStarts[(this.#admitCount - k) % RING]!;
+      if (!(t > sentAt + SAME_INSTANT_MS && t <= sentAt + REORDER_MS)) continue;
+      let n = 0;
+      for (let j = 1; j <= count; j++) {
+        const i = (this.#admitCount - j) % RING;
+        if (this.#admitStarts[i]! <= t && this.#admitTimes[i]! > t) n++;
+      }
+      if (n > most) most = n;
+    }
+    return most;
   }
 
   /**
@@ -1571,7 +1596,7 @@ export class RampupController {
       // Unpaced (a concurrency cap, or never cut): probe one more once per window.
       const top = this.limits.maxConcurrency;
       const seen = this.#capLimit < this.#capUpTo
-        ? Math.min(this.#capUpTo, this.#servedAt(this.#capSentAt, false))
+        ? Math.min(this.#capUpTo, this.#servedAround(this.#capSentAt))
         : 0;
       this.#capUpTo = 0;
       if (seen > this.#capLimit && knobs.concurrency < top) {

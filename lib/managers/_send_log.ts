@@ -117,6 +117,19 @@ export class SendLog {
     return n;
   }
 
+  /** Sends after `from` (by more than an instant) up to `to` whose answer has not been taken. */
+  pendingWithin(from: number, to: number): number {
+    const times = this.#at, counts = this.#inFlight, cap = this.capacity;
+    let n = 0;
+    for (let k = 1, m = Math.min(this.count, cap); k <= m; k++) {
+      const i = (this.count - k) % cap;
+      const at = times[i]!;
+      if (at <= from + SAME_INSTANT_MS) break;
+      if (at <= to && counts[i] !== 0) n++;
+    }
+    return n;
+  }
+
   /** Sends at the instant `sentAt` (within a microsecond) whose answer has not been taken. */
   pendingAt(sentAt: number): number {
     const times = this.#at, counts = this.#inFlight, cap = this.capacity;
