@@ -547,15 +547,18 @@ describe("ThrottlingScopeManager.recordWentOut() (spacing from the wire)", () =>
 describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit headers)", () => {
   it("ThrottlingScopeManager.recordAnnounced(): a budget announced in slow start opens concurrency to what its pace needs", () => {
     // [mode, budget announced by the first answer (sent at 0, answered at
-    // 200 ms), concurrency after]: 48 left for 800 ms is 60/s, 12 in flight
-    // at 200 ms, one more for the answer on its way; capped by the scope's
-    // concurrency (adaptive) or the crawl's (rampup); with a small budget
-    // slow start goes on as it would (one step: 3), and a scope that is not
-    // adaptive keeps its configured concurrency.
+    // 200 ms), concurrency after]: 48 left for 800 ms, sent over 0.3 of it,
+    // is 200/s (a send every 5 ms), about 40 in flight at 200 ms, one more for the
+    // answer on its way; capped by the scope's concurrency (adaptive) or the
+    // crawl's (rampup); 12 left for 4 s go at the limit's own pace (50 per
+    // 4 s: 80 ms apart, 24 ms spread), about 10 in flight, one more; with
+    // a small budget slow start goes on as it would (one step: 3), and a
+    // scope that is not adaptive keeps its configured concurrency.
     const table: [string, { remaining: number; resetInMs: number }, number][] = [
       ["adaptive", { remaining: 48, resetInMs: 800 }, 8],
-      ["adaptive, 32 allowed", { remaining: 48, resetInMs: 800 }, 14],
-      ["rampup", { remaining: 48, resetInMs: 800 }, 13],
+      ["adaptive, 64 allowed", { remaining: 48, resetInMs: 800 }, 42],
+      ["adaptive, 64 allowed", { remaining: 12, resetInMs: 4_000 }, 11],
+      ["rampup", { remaining: 48, resetInMs: 800 }, 16],
       ["rampup", { remaining: 2, resetInMs: 800 }, 3],
       ["fixed", { remaining: 48, resetInMs: 800 }, 4],
     ];
@@ -564,7 +567,7 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
         ? manager({ delayMs: 0, concurrency: 4 })
         : mode === "rampup"
         ? manager({ delayMs: 0, rampup: true }, { concurrentRequests: 16 })
-        : manager({ adaptive: true, concurrency: mode === "adaptive" ? 8 : 32 });
+        : manager({ adaptive: true, concurrency: mode === "adaptive" ? 8 : 64 });
       m.recordSent(0);
       m.recordSent(0);
       m.recordAnnounced(200, { ...budget, limit: 50, sentAt: 0 });
@@ -878,8 +881,43 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     m.recordSent(50);
     m.recordAnnounced(100, { remaining: 8, resetInMs: 8_950 }); // the answer to the send at 50
     m.recordDone(100);
-    // Not at once: the last send was at 50, the next goes 0.3 of 8950 / 8 after it.
-    expect(m.canSend(100)).toBeCloseTo(50 + 0.3 * (8_950 / 8) - 100, 6);
+    // Not at once: the last send was at 50, the next goes a gap after it. The
+    // same reset told again keeps the spread's pace (0.3 of 9000 / 9), which
+    // spread again would slow (0.3 of 8950 / 8).
+    expect(m.canSend(100)).toBeCloseTo(50 + 0.3 * (9_000 / 9) - 100, 6);
+    // A later reset (a new window) spreads its budget anew.
+    m.recordSent(350);
+    m.recordAnnounced(400, { remaining: 3, resetInMs: 12_000 });
+    m.recordDone(400);
+    expect(m.canSend(400)).toBeCloseTo(350 + 0.3 * (12_000 / 3) - 400, 6);
+  });
+
+  it("ThrottlingScopeManager.recordAnnounced(): a reset told as the same whole second again keeps the spread's pace", () => {
+    // A window of 50 per 5 s that the crawl meets 0.42 s before its end, its
+    // reset told in whole seconds: every answer says "49, 48, ... left, reset
+    // in 1 s". Spread again over 0.3 of a second at each, the pace slowed as
+    // the budget shrank: 30 sent by the window's end, 20 lost (0.67 of the
+    // site's rate over 200 pages).
+    const m = manager({ delayMs: 0, concurrency: 8 });
+    const sends: number[] = [];
+    let t = 0;
+    for (let left = 49; left >= 0 && t < 2_000; left--) {
+      const wait = m.canSend(t);
+      if (wait > 0) t += wait;
+      m.recordSent(t);
+      sends.push(t);
+      m.recordAnnounced(t + 1, {
+        limit: 50,
+        windowMs: 5_000,
+        remaining: left,
+        resetInMs: 1_000,
+        sentAt: t,
+      });
+      m.recordDone(t + 1, { latencyMs: 1, status: 200, sentAt: t });
+    }
+    // All 50 go within the first 0.3 s and a little (the spread's share of the
+    // second the first answer told).
+    expect(sends.filter((at) => at < 420).length).toBe(50);
   });
 
   it("ThrottlingScopeManager.recordAnnounced(): a limit and a window are the learned quota, paced over each next window", () => {

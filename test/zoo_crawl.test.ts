@@ -1063,7 +1063,10 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     const r = runZooCrawl({ site, pages: 200, seed: 14, settings: { retry: { times: 10 } } });
     expect(r.ok).toBe(200);
     expect(r.refused).toBe(0);
-    expect(r.efficiency).toBeGreaterThanOrEqual(0.9);
+    // (0.90 while slow start opened to the budget spread over the whole time
+    // to the reset; 0.89 opened to the share it is sent in, which other seeds
+    // gain by: 0.90 -> 0.94 at seed 5.)
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.88);
   });
 
   it("a sliding window announced in whole seconds is held only until the scope's own sends free a slot", () => {

@@ -370,6 +370,14 @@ export class AnnouncedWindow {
    * `#roll`) go at the quota's own rate until a response announces again.
    */
   start(now: number, resetAt: number, left: number): void {
+    // The same reset told again (no later) with no more left: the spread
+    // already begun goes on at its pace. Spread again over the first share
+    // of the time left, each announcement would slow it (49 of a window of
+    // 50 that the crawl met 0.42 s before its end, told as a second: 30
+    // sent by then, 20 lost, 0.67).
+    const again = now < this.resetAt && resetAt <= this.resetAt && left <= this.left &&
+      this.gapMs > 0;
+    const before = this.gapMs;
     this.resetAt = resetAt;
     this.left = left;
     let gap = left > 0 ? (resetAt - now) / left : 0;
@@ -378,6 +386,7 @@ export class AnnouncedWindow {
     const rate = this.windowMs / this.limit;
     if (rate < gap) gap = rate;
     this.gapMs = gap * ANNOUNCED_SPREAD;
+    if (again && before < this.gapMs) this.gapMs = before;
   }
 
   /** Whether `resetAt` was rolled on by `#roll` since the last announcement. */
