@@ -481,6 +481,34 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     expect(m.state(201)).toMatchObject({ concurrency: 3, delayMs: 0 });
   });
 
+  it("a refused send overtaken by one sent 3.8 ms after it is read at that gap, not at the round trip before it", () => {
+    // A 10/s strict spacer answering pages in 186 ms and refusals at once;
+    // requests reach it up to 6 ms late. Two sends 3.8 ms apart, the first
+    // arrived second and was refused: read from the send a round trip before
+    // it, as 5.38/s, the scope was cut to 2.69/s and climbed back for the
+    // rest of the crawl (0.51).
+    const r = runZooCrawl({
+      site: {
+        name: "spacer 10/s, 186 ms, 503, refusals at once",
+        limiter: { shape: "token-bucket", ratePerSec: 10, burst: 1 },
+        latencyMs: 186,
+        status: 503,
+        rejectLatencyMs: 1,
+      },
+      pages: 200,
+      rampup: true,
+      outboundJitterMs: 6,
+      events: true,
+      settings: { retry: { times: 10 } },
+    });
+    const cuts = r.events.flatMap((e) =>
+      e.type === "rampup" && /^refused at [\d.]+\/s: rate/.test(e.why) ? [1000 / e.delayMs] : []
+    );
+    expect(r.ok).toBe(200);
+    expect(Math.min(...cuts)).toBeGreaterThan(5);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.8);
+  });
+
   it("ThrottlingScopeManager reads a cap from sends that overtook the refused one: a send 3 ms late found the cap of 3 full", () => {
     // A cap of 3 at 100 ms. X (sent 100) and Y, Z (sent 200) in flight; X
     // answered at 200.4 and P, Q sent then. Z reached the site 2.7 ms late,

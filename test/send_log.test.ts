@@ -66,6 +66,21 @@ describe("SendLog", () => {
     }
   });
 
+  it("before and after: the nearest send on either side of an instant", () => {
+    const log = new SendLog(8);
+    for (const at of [0, 10, 10, 13.8, 20]) log.push(at, 1);
+    // [instant, send before it, send after it]
+    const table: [number, number | undefined, number | undefined][] = [
+      [10, 0, 13.8],
+      [13.8, 10, 20],
+      [0, undefined, 10],
+      [20, 13.8, undefined],
+    ];
+    for (const [at, before, after] of table) {
+      expect({ at, before: log.before(at), after: log.after(at) }).toEqual({ at, before, after });
+    }
+  });
+
   it("pendingWithin: unanswered sends after an instant, up to a time", () => {
     const log = new SendLog(8);
     for (const [at, f] of [[0, 1], [10, 2], [10, 3], [11, 3], [12.5, 4], [14, 5]] as const) {

@@ -194,6 +194,8 @@ const BURST_MIN = 4;
 const BURST_INSTANT_MS = 3;
 /** Sends this close after a refused one may have reached the site before it. */
 const REORDER_MS = 3;
+/** A send this close after a refused one may have overtaken it (see `#sentPace`). */
+const OVERTAKE_MS = 8;
 /**
  * Refused at the first sends of a pace this far above the last quiet one:
  * the quiet one is the limit found (see `onTrigger`). (0.06: zoo misses 476
@@ -1307,7 +1309,16 @@ export class RampupController {
   #sentPace(sentAt: number): number {
     const prev = this.#sends.before(sentAt);
     if (prev === undefined || !(prev > this.#lastCutAt)) return this.rate;
-    const gap = sentAt - prev;
+    let gap = sentAt - prev;
+    // A send a moment after it may have reached the site first (a real
+    // client's sends arrive a few ms late, unevenly): the refused one then
+    // came that gap after an admitted one (a 10/s spacer at 186 ms, two
+    // sends 3.8 ms apart, the first overtaken: read as 5.38/s from the send
+    // a round trip before, cut to 2.69/s, 0.51).
+    const next = this.#sends.after(sentAt);
+    if (next !== undefined && next - sentAt < gap && next - sentAt <= OVERTAKE_MS) {
+      gap = next - sentAt;
+    }
     const latency = Number.isNaN(this.#latencyMs) ? 0 : this.#latencyMs;
     if (gap > 2 * Math.max(latency, 1000 / this.rate)) return this.rate;
     return Math.min(this.rate, 1000 / Math.max(1, gap));

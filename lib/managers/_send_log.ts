@@ -176,6 +176,18 @@ export class SendLog {
     return undefined;
   }
 
+  /** The time of the first send after `sentAt` (by more than an instant), or undefined. */
+  after(sentAt: number): number | undefined {
+    const times = this.#at, cap = this.capacity;
+    let found: number | undefined;
+    for (let k = 1, m = Math.min(this.count, cap); k <= m; k++) {
+      const at = times[(this.count - k) % cap]!;
+      if (at <= sentAt + SAME_INSTANT_MS) break;
+      found = at;
+    }
+    return found;
+  }
+
   /**
    * A send at `sentAt` was refused: a refusal holds no slot at the site, so
    * the sends after it that are still unanswered had one fewer in flight
