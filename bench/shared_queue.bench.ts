@@ -10,6 +10,13 @@
  *
  * Run: `npx tsx bench/shared_queue.bench.ts [--pages 2400] [--workers 1,2,4] [--sites 16] [--latency-ms 100] [--concurrency 8] [--memory-urls 200000]`.
  *
+ * `--limits-only`: the same crawl with the shared limits alone (today's
+ * library API before the shared queue): each worker crawls its own share of
+ * the pages through `throttleByScope` with `sharedDownload` and
+ * `createRedisScopes` (per-site limits counted in Redis), no shared queue;
+ * Redis commands and script calls per page read from the server's own
+ * counters (`INFO commandstats`), no memory part.
+ *
  * @module
  */
 import { createServer, type Server } from "node:http";
@@ -27,7 +34,11 @@ import {
   reportToParent,
   runChild,
 } from "./_harness.ts";
+import { from } from "rxjs";
 import { crawl } from "../lib/crawl.ts";
+import { createRedisScopes } from "../lib/redis/redis_scopes.ts";
+import { sharedDownload } from "../lib/redis/shared_download.ts";
+import { throttleByScope } from "../operators/throttle_by_scope.ts";
 import { RedisRequestQueue } from "../lib/redis/redis_request_queue.ts";
 import { createThrottler } from "../lib/throttler/throttler.ts";
 
@@ -41,6 +52,74 @@ interface ChildResult {
   readonly startedAt: number;
   readonly endedAt: number;
   readonly cpuMs: number;
+}
+
+/** `--limits-only`: this worker's share of the pages through the shared limits alone. */
+async function limitsChild(argv: readonly string[]): Promise<void> {
+  const prefix = argValue(argv, "prefix")!;
+  const origins = argValue(argv, "origins")!.split(",");
+  const pages = Number(argValue(argv, "pages"));
+  const index = Number(argValue(argv, "index"));
+  const workers = Number(argValue(argv, "workers"));
+  const startAt = Number(argValue(argv, "start"));
+  const concurrency = Number(argValue(argv, "concurrency"));
+  const client = createClient({ socket: { host: "127.0.0.1", port: PORT } });
+  client.on("error", () => {});
+  await client.connect();
+  const shared = await createRedisScopes(client, { prefix, processId: `worker-${index}` });
+  const throttler = createThrottler<string>({
+    adaptive: false,
+    concurrentRequests: concurrency,
+    concurrentRequestsPerDomain: concurrency,
+    downloadDelayMs: 0,
+  });
+  const urls: string[] = [];
+  for (let i = index; i < pages; i += workers) urls.push(`${origins[i % origins.length]}/p${i}`);
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, startAt - Date.now())));
+  const startedAt = Date.now();
+  const cpu0 = process.cpuUsage();
+  const outcomes = await lastValueFrom(
+    from(urls).pipe(
+      throttleByScope(
+        throttler,
+        sharedDownload(
+          shared,
+          throttler,
+          (url: string, { signal }) => fetch(url, { signal }).then((r) => r.text()),
+        ),
+      ),
+      toArray(),
+    ),
+  );
+  const endedAt = Date.now();
+  const cpu = process.cpuUsage(cpu0);
+  await shared.close();
+  reportToParent(
+    {
+      pages: outcomes.filter((o) => o.kind === "response").length,
+      commands: 0,
+      scripts: 0,
+      startedAt,
+      endedAt,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+    } satisfies ChildResult,
+  );
+  await client.close();
+}
+
+/** Commands and script calls the Redis server has run so far (its own counters). */
+async function serverCounts(
+  admin: { info(section: string): Promise<string> },
+): Promise<{ commands: number; scripts: number }> {
+  const info = await admin.info("commandstats");
+  let commands = 0;
+  let scripts = 0;
+  for (const m of info.matchAll(/^cmdstat_([a-z|_-]+):calls=(\d+)/gm)) {
+    if (m[1] === "info") continue;
+    commands += Number(m[2]);
+    if (m[1] === "evalsha" || m[1] === "eval" || m[1] === "fcall") scripts += Number(m[2]);
+  }
+  return { commands, scripts };
 }
 
 async function child(argv: readonly string[]): Promise<void> {
@@ -143,15 +222,17 @@ async function parent(argv: readonly string[]): Promise<void> {
   const admin = createClient({ socket: { host: "127.0.0.1", port: PORT } });
   await admin.connect();
   const site = await sites(siteCount, latencyMs);
+  const limitsOnly = argv.includes("--limits-only");
   const rows: string[][] = [];
   let onePerSecond = 0;
   for (const n of workers) {
     const prefix = `bench:${crypto.randomUUID()}:`;
     const start = Date.now() + 2_000 + 1_000 * n;
+    const counted = await serverCounts(admin);
     const results = await Promise.all(
       Array.from({ length: n }, (_, i) =>
         runChild<ChildResult>(FILE, [
-          "--child",
+          limitsOnly ? "--limits-child" : "--child",
           "--prefix",
           prefix,
           "--origins",
@@ -160,12 +241,25 @@ async function parent(argv: readonly string[]): Promise<void> {
           String(pages),
           "--seed",
           i === 0 ? "1" : "0",
+          "--index",
+          String(i),
+          "--workers",
+          String(n),
           "--start",
           String(start),
           "--concurrency",
           String(concurrency),
         ])),
     );
+    if (limitsOnly) {
+      // The workers' commands, by the server's count (less this count's own INFO).
+      const after = await serverCounts(admin);
+      results[0] = {
+        ...results[0]!,
+        commands: after.commands - counted.commands,
+        scripts: after.scripts - counted.scripts,
+      };
+    }
     const keys = await admin.keys(`{${prefix}}*`);
     if (keys.length > 0) await admin.del(keys);
     const total = results.reduce((s, r) => s + r.pages, 0);
@@ -186,6 +280,29 @@ async function parent(argv: readonly string[]): Promise<void> {
     console.error(`${n} workers: ${rows.at(-1)!.join(" | ")}`);
   }
   site.close();
+  if (limitsOnly) {
+    console.log(
+      `### Shared limits alone: ${
+        fmtInt(pages)
+      } pages over ${siteCount} loopback sites answering in ${latencyMs} ms, ${concurrency} at once per worker (in all and per site, the per-site limit shared), each worker its own share of the pages\n`,
+    );
+    console.log(markdownTable(
+      [
+        "workers",
+        "pages",
+        "pages/s",
+        "vs 1",
+        "Redis commands run / page (inside scripts too)",
+        "script calls / page",
+        "worker CPU us / page",
+        "worker cores busy",
+      ],
+      rows,
+    ));
+    await admin.close();
+    console.log(`\n${machine()}, Redis on 127.0.0.1:${PORT}`);
+    return;
+  }
   console.log(
     `### Shared request queue: ${
       fmtInt(pages)
@@ -252,5 +369,9 @@ async function parent(argv: readonly string[]): Promise<void> {
 
 if (isMain(import.meta)) {
   const argv = process.argv.slice(2);
-  await (argv.includes("--child") ? child(argv) : parent(argv));
+  await (argv.includes("--child")
+    ? child(argv)
+    : argv.includes("--limits-child")
+    ? limitsChild(argv)
+    : parent(argv));
 }
