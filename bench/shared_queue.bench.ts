@@ -54,56 +54,67 @@ interface ChildResult {
   readonly cpuMs: number;
 }
 
-/** `--limits-only`: this worker's share of the pages through the shared limits alone. */
-async function limitsChild(argv: readonly string[]): Promise<void> {
-  const prefix = argValue(argv, "prefix")!;
-  const origins = argValue(argv, "origins")!.split(",");
-  const pages = Number(argValue(argv, "pages"));
-  const index = Number(argValue(argv, "index"));
-  const workers = Number(argValue(argv, "workers"));
-  const startAt = Number(argValue(argv, "start"));
+/** What every worker process starts from: its arguments, a Redis client and its throttler. */
+async function workerSetup(argv: readonly string[]) {
   const concurrency = Number(argValue(argv, "concurrency"));
   const client = createClient({ socket: { host: "127.0.0.1", port: PORT } });
   client.on("error", () => {});
   await client.connect();
-  const shared = await createRedisScopes(client, { prefix, processId: `worker-${index}` });
-  const throttler = createThrottler<string>({
-    adaptive: false,
-    concurrentRequests: concurrency,
-    concurrentRequestsPerDomain: concurrency,
-    downloadDelayMs: 0,
-  });
-  const urls: string[] = [];
-  for (let i = index; i < pages; i += workers) urls.push(`${origins[i % origins.length]}/p${i}`);
+  return {
+    prefix: argValue(argv, "prefix")!,
+    origins: argValue(argv, "origins")!.split(","),
+    pages: Number(argValue(argv, "pages")),
+    startAt: Number(argValue(argv, "start")),
+    client,
+    throttler: createThrottler<string>({
+      adaptive: false,
+      concurrentRequests: concurrency,
+      concurrentRequestsPerDomain: concurrency,
+      downloadDelayMs: 0,
+    }),
+  };
+}
+
+/** Waits for the common start, then times `run`, which resolves with the pages crawled (wall clock and this process's CPU). */
+async function timedCrawl(
+  startAt: number,
+  run: () => Promise<number>,
+): Promise<Pick<ChildResult, "pages" | "startedAt" | "endedAt" | "cpuMs">> {
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, startAt - Date.now())));
   const startedAt = Date.now();
   const cpu0 = process.cpuUsage();
-  const outcomes = await lastValueFrom(
-    from(urls).pipe(
-      throttleByScope(
-        throttler,
-        sharedDownload(
-          shared,
-          throttler,
-          (url: string, { signal }) => fetch(url, { signal }).then((r) => r.text()),
-        ),
-      ),
-      toArray(),
-    ),
-  );
+  const pages = await run();
   const endedAt = Date.now();
   const cpu = process.cpuUsage(cpu0);
+  return { pages, startedAt, endedAt, cpuMs: (cpu.user + cpu.system) / 1000 };
+}
+
+/** `--limits-only`: this worker's share of the pages through the shared limits alone. */
+async function limitsChild(argv: readonly string[]): Promise<void> {
+  const { prefix, origins, pages, startAt, client, throttler } = await workerSetup(argv);
+  const index = Number(argValue(argv, "index"));
+  const workers = Number(argValue(argv, "workers"));
+  const shared = await createRedisScopes(client, { prefix, processId: `worker-${index}` });
+  const urls: string[] = [];
+  for (let i = index; i < pages; i += workers) urls.push(`${origins[i % origins.length]}/p${i}`);
+  const timed = await timedCrawl(startAt, async () => {
+    const outcomes = await lastValueFrom(
+      from(urls).pipe(
+        throttleByScope(
+          throttler,
+          sharedDownload(
+            shared,
+            throttler,
+            (url: string, { signal }) => fetch(url, { signal }).then((r) => r.text()),
+          ),
+        ),
+        toArray(),
+      ),
+    );
+    return outcomes.filter((o) => o.kind === "response").length;
+  });
   await shared.close();
-  reportToParent(
-    {
-      pages: outcomes.filter((o) => o.kind === "response").length,
-      commands: 0,
-      scripts: 0,
-      startedAt,
-      endedAt,
-      cpuMs: (cpu.user + cpu.system) / 1000,
-    } satisfies ChildResult,
-  );
+  reportToParent({ ...timed, commands: 0, scripts: 0 } satisfies ChildResult);
   await client.close();
 }
 
@@ -123,15 +134,8 @@ async function serverCounts(
 }
 
 async function child(argv: readonly string[]): Promise<void> {
-  const prefix = argValue(argv, "prefix")!;
-  const origins = argValue(argv, "origins")!.split(",");
-  const pages = Number(argValue(argv, "pages"));
+  const { prefix, origins, pages, startAt, client, throttler } = await workerSetup(argv);
   const seed = argValue(argv, "seed") === "1";
-  const startAt = Number(argValue(argv, "start"));
-  const concurrency = Number(argValue(argv, "concurrency"));
-  const client = createClient({ socket: { host: "127.0.0.1", port: PORT } });
-  client.on("error", () => {});
-  await client.connect();
   let commands = 0;
   let scripts = 0;
   const counted = {
@@ -141,12 +145,6 @@ async function child(argv: readonly string[]): Promise<void> {
       return client.sendCommand([...args]);
     },
   };
-  const throttler = createThrottler<string>({
-    adaptive: false,
-    concurrentRequests: concurrency,
-    concurrentRequestsPerDomain: concurrency,
-    downloadDelayMs: 0,
-  });
   const urls = Array.from({ length: pages }, (_, i) => `${origins[i % origins.length]}/p${i}`);
   const queue = new RedisRequestQueue<string>(counted, {
     prefix,
@@ -154,30 +152,19 @@ async function child(argv: readonly string[]): Promise<void> {
     awaitJob: true,
     ...(seed ? { start: urls } : {}),
   });
-  await new Promise((resolve) => setTimeout(resolve, Math.max(0, startAt - Date.now())));
-  const startedAt = Date.now();
-  const cpu0 = process.cpuUsage();
-  const outcomes = await lastValueFrom(
-    crawl({
-      throttler,
-      queue,
-      download: (url, { signal }) => fetch(url, { signal }).then((r) => r.text()),
-      backoff: false,
-    }).pipe(toArray()),
-  );
-  const endedAt = Date.now();
-  const cpu = process.cpuUsage(cpu0);
+  const timed = await timedCrawl(startAt, async () => {
+    const outcomes = await lastValueFrom(
+      crawl({
+        throttler,
+        queue,
+        download: (url, { signal }) => fetch(url, { signal }).then((r) => r.text()),
+        backoff: false,
+      }).pipe(toArray()),
+    );
+    return outcomes.length;
+  });
   await queue.close();
-  reportToParent(
-    {
-      pages: outcomes.length,
-      commands,
-      scripts,
-      startedAt,
-      endedAt,
-      cpuMs: (cpu.user + cpu.system) / 1000,
-    } satisfies ChildResult,
-  );
+  reportToParent({ ...timed, commands, scripts } satisfies ChildResult);
   await client.close();
 }
 

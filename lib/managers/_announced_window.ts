@@ -135,9 +135,7 @@ export class AnnouncedWindow {
     if (this.blind) {
       this.#fresh(now, told.since ?? now);
       this.#lateStartAt = told.since ?? -Infinity;
-      this.#windowFrom = told.since ?? now;
-      this.#windowAdmits = 1;
-      this.#blindSent = 1;
+      this.#beginBlindWindow(told.since ?? now, 1);
     }
   }
 
@@ -192,7 +190,7 @@ export class AnnouncedWindow {
     this.#freshFrom = sentAt;
     this.#freshAdmits = 1;
     this.#freshSent = 1;
-    this.#freshUntil = now + Math.max(BLIND_RETRY_MIN_MS, this.windowMs / 16);
+    this.#freshUntil = now + this.#blindWaitMs();
   }
 
   /**
@@ -216,9 +214,7 @@ export class AnnouncedWindow {
    */
   #blindRetry(now: number): void {
     const again = !Number.isNaN(this.#blindRetryFrom);
-    this.#blindRetryMs = again
-      ? 2 * this.#blindRetryMs
-      : Math.max(BLIND_RETRY_MIN_MS, this.windowMs / 16);
+    this.#blindRetryMs = again ? 2 * this.#blindRetryMs : this.#blindWaitMs();
     // No sooner than a window after the send that ended the block: a window
     // that begins at the first request after a reset (a sliding log, most
     // per-client ones) began there, not half way from the last refused
@@ -238,16 +234,28 @@ export class AnnouncedWindow {
   /** The first send of a blind try (see `blindRefused`) goes at or after this time (NaN: none pending). */
   #blindRetryFrom = Number.NaN;
 
-  /** An admitted request sent at `sentAt`: a blind try's admit begins the window (see `blindRefused`). */
   /** A blind window began here: its first send goes alone until answered (Infinity: none pending). */
   #firstFrom = Infinity;
-  /** When the blind window in force began, and how many of its sends were admitted. */
+  /** When the blind window in force began, and how many of its sends were made and admitted. */
   #windowFrom = Infinity;
   #windowAdmits = 0;
   #blindSent = 0;
   /** When that first send went (see `#firstFrom`). */
   #firstSentAt = -Infinity;
 
+  /** A blind window begins at `at`, with `admitted` of its sends made and admitted already. */
+  #beginBlindWindow(at: number, admitted: number): void {
+    this.#windowFrom = at;
+    this.#windowAdmits = admitted;
+    this.#blindSent = admitted;
+  }
+
+  /** How long a blind window's sends wait for an answer that does not come: a sixteenth of it, at least BLIND_RETRY_MIN_MS. */
+  #blindWaitMs(): number {
+    return Math.max(BLIND_RETRY_MIN_MS, this.windowMs / 16);
+  }
+
+  /** An admitted request sent at `sentAt`: a blind try's admit begins the window (see `blindRefused`). */
   blindAdmitted(now: number, sentAt: number): void {
     if (sentAt >= this.#windowFrom) this.#windowAdmits++;
     if (sentAt >= this.#firstFrom) this.#firstFrom = Infinity;
@@ -258,9 +266,7 @@ export class AnnouncedWindow {
     if (Number.isNaN(retry) || sentAt < retry) return;
     this.#blindRetryFrom = Number.NaN;
     this.#fresh(now, sentAt);
-    this.#windowFrom = sentAt;
-    this.#windowAdmits = 1;
-    this.#blindSent = 1;
+    this.#beginBlindWindow(sentAt, 1);
     this.resetAt = sentAt + this.windowMs;
     this.left = this.limit - 1;
     this.gapMs = ANNOUNCED_SPREAD * (this.windowMs / this.limit);
@@ -471,9 +477,7 @@ export class AnnouncedWindow {
       // (five at a window of 20 per 2 s at 100 ms read 7% short).
       if (this.blind) {
         this.#firstFrom = now;
-        this.#windowFrom = now;
-        this.#windowAdmits = 0;
-        this.#blindSent = 0;
+        this.#beginBlindWindow(now, 0);
       }
     } else {
       this.resetAt = Number.NaN;
@@ -496,7 +500,7 @@ export class AnnouncedWindow {
     ) {
       // A blind window's sends double with its admits (a slow start): a
       // bucket read as a window refuses what is in flight when it runs dry.
-      const until = this.lastSentAt + Math.max(BLIND_RETRY_MIN_MS, this.windowMs / 16);
+      const until = this.lastSentAt + this.#blindWaitMs();
       if (now < until) return until - now;
     }
     if (
@@ -507,7 +511,7 @@ export class AnnouncedWindow {
     }
     if (this.left > 0 && this.#firstSentAt >= this.#firstFrom) {
       // The window's first send is on its way (see `#roll`).
-      const until = this.#firstSentAt + Math.max(BLIND_RETRY_MIN_MS, this.windowMs / 16);
+      const until = this.#firstSentAt + this.#blindWaitMs();
       if (now < until) return until - now;
       this.#firstFrom = Infinity;
     }
@@ -879,7 +883,7 @@ export class AnnouncedWindow {
  * whose last requests fit in the budget ends sooner than an even spread over
  * the whole window would let it (docs/DECISIONS.md).
  */
-const ANNOUNCED_SPREAD = 0.3;
+export const ANNOUNCED_SPREAD = 0.3;
 /** The shortest wait before a blind quota's next try after an early refusal (see `blindRefused`), ms. */
 const BLIND_RETRY_MIN_MS = 100;
 /**

@@ -45,7 +45,7 @@ import {
 import type { DoneInfo, ScopeStep } from "./scope_manager_protocol.ts";
 import { admitted } from "./_admitted.ts";
 import { SAME_INSTANT_MS, SendLog } from "./_send_log.ts";
-import type { ToldQuota } from "./_announced_window.ts";
+import { ANNOUNCED_SPREAD, type ToldQuota } from "./_announced_window.ts";
 
 /** What a step moves: the manager's delay and concurrency. */
 export interface RampKnobs {
@@ -178,8 +178,6 @@ const FROM_BELOW_CLIMB = 1.5;
 const WINDOW_MIN_ADMITS = 3;
 /** A window's estimated rate may be this much too low: bisection may climb that far above it. */
 const WINDOW_HEADROOM = 1.15;
-/** A window read from a block goes out within this share of it (ANNOUNCED_SPREAD of `_announced_window.ts`). */
-const BLIND_BURST_SHARE = 0.3;
 /** Admits a cycle between two server holds needs before it says a rate. */
 const CYCLE_MIN_ADMITS = 3;
 /** A cycle whose hold is at least this share of it is a window's (or a burst's) pattern. */
@@ -1190,13 +1188,9 @@ export class RampupController {
     const count = Math.min(this.#admitCount, RING);
     for (let k = 1; k <= count; k++) {
       const t = this.#admitStarts[(this.#admitCount - k) % RING]!;
-      if (!(t > sentAt + SAME_INSTANT_MS && t <= sentAt + REORDER_MS)) continue;
-      let n = 0;
-      for (let j = 1; j <= count; j++) {
-        const i = (this.#admitCount - j) % RING;
-        if (this.#admitStarts[i]! <= t && this.#admitTimes[i]! > t) n++;
+      if (t > sentAt + SAME_INSTANT_MS && t <= sentAt + REORDER_MS) {
+        most = Math.max(most, this.#servedAt(t, false));
       }
-      if (n > most) most = n;
     }
     return most;
   }
@@ -1460,7 +1454,7 @@ export class RampupController {
         since: sentAt,
       };
       this.#hi = Infinity;
-      const rate = this.#clampRate(est / BLIND_BURST_SHARE);
+      const rate = this.#clampRate(est / ANNOUNCED_SPREAD);
       this.#paceLater(
         rate,
         `a window: ${n} admitted in ${Math.round(period)} ms: a quota of ${n}, in bursts at ${

@@ -412,16 +412,16 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
         return;
       }
     }
-    const blind = x.ann;
+    const ann = x.ann;
     if (
-      blind !== undefined && blind.blind && blind.inferred && x.ramp !== undefined &&
+      ann !== undefined && ann.blind && ann.inferred && x.ramp !== undefined &&
       x.level === 0 && signal.explained !== true &&
       !(signal.holdMs !== undefined && signal.holdMs > 0)
     ) {
       // Refused within a quota read from a block of refusals (no holds):
       // the scope holds itself, and the quota is corrected as a held one is
       // (lib/managers/_announced_window.ts); the pace is not cut.
-      if (blind.blindRefused(now, signal.sentAt ?? now)) return;
+      if (ann.blindRefused(now, signal.sentAt ?? now)) return;
       // A bucket's refill, not a window's reset: the controller reads it.
       x.ann = undefined;
     }
