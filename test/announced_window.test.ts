@@ -91,6 +91,19 @@ describe("AnnouncedWindow: a blind quota (a window read from a block of refusals
     expect({ limit: a.limit, wait: a.waitMs(1_500) }).toEqual({ limit: 9, wait: 300 });
   });
 
+  it("AnnouncedWindow.told(): a limit announced in headers ends a blind quota: no waiting for admits", () => {
+    const a = blindWindow();
+    // The site begins to announce 10 left until 2800: an announced budget,
+    // spread at 0.3 of the limit's own spacing (10 per 1000 ms), not a blind
+    // window's sends waiting for admits (a send, two, then a wait).
+    a.told(1_000, 10, false, undefined);
+    a.start(1_000, 2_800, 10);
+    expect({ inferred: a.inferred, blind: a.blind }).toEqual({ inferred: false, blind: false });
+    const sent = sendAll(a, 1_000, 10);
+    const gap = 0.3 * (1_000 / 10);
+    expect(sent).toEqual(Array.from({ length: 10 }, (_, i) => 1_000 + i * gap));
+  });
+
   it("AnnouncedWindow.blindRefused(): early in a window, one send tries again, no sooner than a window after the block's admit, then twice as long after each refusal", () => {
     const a = blindWindow();
     sendAll(a, 1_000, 2);

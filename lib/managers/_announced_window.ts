@@ -243,6 +243,19 @@ export class AnnouncedWindow {
   /** When that first send went (see `#firstFrom`). */
   #firstSentAt = -Infinity;
 
+  /**
+   * Headers announce the budget now: nothing of the blind quota's own
+   * holding stays (its first send alone, its fresh wait, its tries, its
+   * slow start would pace an announced budget).
+   */
+  #endBlind(): void {
+    this.blind = false;
+    this.#freshFrom = Infinity;
+    this.#firstFrom = Infinity;
+    this.#blindRetryFrom = Number.NaN;
+    this.#windowFrom = Infinity;
+  }
+
   /** A blind window begins at `at`, with `admitted` of its sends made and admitted already. */
   #beginBlindWindow(at: number, admitted: number): void {
     this.#windowFrom = at;
@@ -721,6 +734,7 @@ export class AnnouncedWindow {
    */
   told(now: number, limit: number, refused: boolean, sentAt: number | undefined): void {
     this.inferred = false;
+    if (this.blind) this.#endBlind();
     // A window said with the limit (RateLimit-Policy's `w`) is a policy:
     // obeyed as told. Only a limit without one may be a bucket's size.
     if (!refused || this.windowSaid) this.toldOnRefusals = false;
