@@ -278,6 +278,25 @@ describe("a refusal under a supposed concurrency cap", () => {
     m.advance(1_300);
     expect(m.state(1_300).concurrency).toBe(2);
   });
+
+  it("ThrottlingScopeManager: a first refusal after far more admits than were in flight, with a long hold, is a window's quota, not a cap", () => {
+    // Thirty admitted one at a time, then four at once: the fourth refused.
+    // [hold from the refusal, what the refusal is read as]
+    const table: [number, string][] = [
+      // Held for most of the time since the first send: the window ran out.
+      [7_000, "held again: 30 admitted in 7610 ms, a quota of 30"],
+      // A hold of a second: a bucket's or a cap's Retry-After as often.
+      [1_000, "concurrency cap: refused with 4 in flight, admitted with 3, seen serving 1"],
+    ];
+    for (const [holdMs, why] of table) {
+      const m = manager({ rampup: true });
+      for (let t = 0; t < 600; t += 20) admit(m, t);
+      for (let i = 0; i < 4; i++) m.recordSent(600 + i / 10);
+      m.recordBackoff(610, { cause: "status 429", holdMs, sentAt: 600.3 });
+      m.recordDone(610, { latencyMs: 9.7, status: 429, sentAt: 600.3 });
+      expect({ holdMs, whys: whys(m.advance(610)) }).toEqual({ holdMs, whys: [why] });
+    }
+  });
 });
 
 describe("windows told by holds, end to end in virtual time", () => {

@@ -235,6 +235,15 @@ function fmt(rate: number): string {
   return rate === Infinity ? "unlimited" : String(Math.round(rate * 100) / 100);
 }
 
+/** Admits from the first send after a server hold to the end of the next hold, that hold included. */
+interface HoldCycle {
+  from: number;
+  admits: number;
+  ms: number;
+  heldMs: number;
+  at: number;
+}
+
 /**
  * One scope's adaptive state. Every method takes `now`; nothing reads a clock.
  * @internal
@@ -660,7 +669,7 @@ export class RampupController {
   /** The length of the last window read from a block: rounds last as long. */
   #windowPeriodMs = 0;
   /** The last finished cycle: admits between two server holds, over their time, the hold included. */
-  #cycle: { from: number; admits: number; ms: number; heldMs: number; at: number } | undefined;
+  #cycle: HoldCycle | undefined;
 
   /**
    * A trigger at `now` for a request sent at `sentAt` (undefined for
@@ -770,7 +779,15 @@ export class RampupController {
         // too (a short gap), and a cap of one would pin it to one in flight;
         // a site that serves one at a time is found as a rate.
         f >= 3 &&
-        this.rate === Infinity
+        this.rate === Infinity &&
+        // A site that admitted more than twice what was in flight, then held
+        // the scope for a second or more for most of the time since the
+        // first send, ran out of a window: a cap refuses a request as soon
+        // as too many are in flight, and those were admitted one run after
+        // another (a window of 100 per 10 s refused at 14 in flight with a
+        // 7 s hold, read as a cap of 8: rampup then lowered it to 6 after the
+        // hold and paced from 1.76/s, 0.27 of the site's rate; 0.98 now).
+        !((this.#heldCycle(now)?.admits ?? 0) > 2 * f)
       ) {
         // A first refusal: the in-flight count may have just grown past the
         // cap, and what was served shows the old count, not the cap. Rampup's
@@ -820,19 +837,8 @@ export class RampupController {
       return this.#report(knobs, `refused again: next probe in ${Math.round(wait)} ms`);
     }
 
-    const cycle = this.#cycle;
-    if (
-      cycle !== undefined && cycle.at === now && cycle.admits >= CYCLE_MIN_ADMITS &&
-      cycle.heldMs >= HELD_SHARE * cycle.ms && cycle.ms < lim.maxDelayMs &&
-      // A hold of a second or less is a bucket's or a spacer's
-      // Retry-After as often as a window's (whole seconds).
-      // (Longer by more than a real clock's fuzz: a 1 s hold told at a send
-      // time read a fraction of a millisecond late is still one second.)
-      cycle.heldMs > SECOND_HOLD_MS + HOLD_FUZZ_MS &&
-      // A pace that went a round without a refusal above the quota's rate:
-      // the hold was a bucket's or a spacer's Retry-After, not a window's.
-      (cycle.admits * 1000) / cycle.ms > this.#lastQuiet
-    ) {
+    const cycle = this.#heldCycle(now);
+    if (cycle !== undefined) {
       // Held by the server for most of the time since its last hold ended:
       // a window (or a bucket's refill) gives so many per so long, whatever
       // the pace. The pace stays; a quota of what it admitted per that time
@@ -1091,6 +1097,26 @@ export class RampupController {
     // worth into a wall before its first refusal came back.
     knobs.concurrency = Math.min(knobs.concurrency, Math.max(1, this.limits.minConcurrency));
     return this.#report(knobs, why);
+  }
+
+  /**
+   * The cycle that this trigger's hold ends, when it reads as a window's:
+   * held by the server for most of the time since its last hold ended, for
+   * more than a second, after several admits.
+   */
+  #heldCycle(now: number): HoldCycle | undefined {
+    const cycle = this.#cycle;
+    const ok = cycle !== undefined && cycle.at === now && cycle.admits >= CYCLE_MIN_ADMITS &&
+      cycle.heldMs >= HELD_SHARE * cycle.ms && cycle.ms < this.limits.maxDelayMs &&
+      // A hold of a second or less is a bucket's or a spacer's
+      // Retry-After as often as a window's (whole seconds).
+      // (Longer by more than a real clock's fuzz: a 1 s hold told at a send
+      // time read a fraction of a millisecond late is still one second.)
+      cycle.heldMs > SECOND_HOLD_MS + HOLD_FUZZ_MS &&
+      // A pace that went a round without a refusal above the quota's rate:
+      // the hold was a bucket's or a spacer's Retry-After, not a window's.
+      (cycle.admits * 1000) / cycle.ms > this.#lastQuiet;
+    return ok ? cycle : undefined;
   }
 
   /**
