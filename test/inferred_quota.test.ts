@@ -224,6 +224,31 @@ describe("a quota told by the server's holds", () => {
     ]);
   });
 
+  it("ThrottlingScopeManager: windows begun at a hold's end refused early three in a row: the site reopens no window, and the controller paces at what it admitted", () => {
+    const m = manager();
+    firstWindow(m, 3_000);
+    m.advance(110);
+    // Each window begins at the last hold's end with the whole quota; the
+    // site admits one and refuses the next (a sliding window frees a slot
+    // at a time), and holds for a second.
+    const steps: string[] = [];
+    let start = 3_000;
+    for (let k = 0; k < 3; k++) {
+      expect(m.state(start).quota).toMatchObject({ limit: 5 });
+      admit(m, start);
+      refuse(m, start + 180, 1_000);
+      steps.push(...whys(m.advance(start + 190)));
+      start += 1_190;
+    }
+    expect(steps).toEqual([]);
+    // Three admitted in the 2,570 ms since the first window opened.
+    expect(m.canSend(start)).toBe(0);
+    expect(whys(m.advance(start))).toEqual([
+      "refused early in 3 windows in a row, each begun at a hold's end, the holds tell no window: pacing 1.17/s",
+    ]);
+    expect(m.state(start)).toMatchObject({ quota: undefined, delayMs: 2_570 / 3 });
+  });
+
   it("ThrottlingScopeManager: a configured quota wins over one told by holds", () => {
     const m = manager({ quota: 10, windowMs: 60_000 });
     for (let t = 0; t < 100; t += 20) {

@@ -89,6 +89,13 @@ export class AnnouncedWindow {
    * controller.
    */
   outgrownAt = Number.NaN;
+  /** Early refusals in a row within an inferred quota (see `refusedWithin`). */
+  #earlyInRow = 0;
+  /** Admits since the inferred quota's first window opened, and when it opened. */
+  #quotaAdmits = 0;
+  #quotaFrom = Number.NaN;
+  /** The admitted rate the quota leaves off at when the site reopened no window (NaN: not so). */
+  #slidingRate = Number.NaN;
   /**
    * The probe of a quota told by holds: up to half the quota more, half way
    * through its first window, at the quota's pace ("due" until that window
@@ -129,6 +136,10 @@ export class AnnouncedWindow {
     // probe's half a quota more, half way through a window that began at a
     // guessed reset, went into the site's next window and read as no window).
     this.probe = this.blind ? "done" : "due";
+    this.#earlyInRow = 0;
+    this.#quotaAdmits = 0;
+    this.#quotaFrom = resetAt;
+    this.#slidingRate = Number.NaN;
     // Refusals of requests in flight at this one were told already.
     this.shrunkUntil = told.blind === true ? now : resetAt;
     this.start(now, resetAt, told.left ?? 0);
@@ -302,7 +313,21 @@ export class AnnouncedWindow {
         this.growthWindows = Math.min(INFERRED_GROWTH_MAX, 2 * this.growthWindows);
       }
       this.limit = Math.max(1, this.limit - 1);
+      this.#earlyInRow = 0;
     } else {
+      // Refused early in EARLY_IN_ROW windows in a row, each begun at the
+      // last hold's end: the site reopens no quota when its holds end (a
+      // sliding window frees a slot at a time, told by each hold). What it
+      // admitted since the first window is its rate: the controller paces
+      // from there. (A sliding-window counter of 19 per 10 s, told 16 per
+      // 4.6 s by its first hold, refused a send of every window for good:
+      // 32% of its requests.)
+      // (In a row: a window that went quiet in between ends the row.)
+      if (this.quietWindows > 1) this.#earlyInRow = 0;
+      if (!this.blind && ++this.#earlyInRow >= EARLY_IN_ROW && now > this.#quotaFrom) {
+        this.#slidingRate = (this.#quotaAdmits * 1000) / (now - this.#quotaFrom);
+        this.outgrownAt = now;
+      }
       // The window that ended when this one began was too short: this one
       // began before the site's had reset.
       const w = this.endedWindowMs;
@@ -335,6 +360,7 @@ export class AnnouncedWindow {
    */
   lateAdmit(sentAt: number): void {
     if (this.inferred && sentAt >= this.#lateFrom && sentAt < this.#lateUntil) this.limit++;
+    if (this.inferred && sentAt >= this.#quotaFrom) this.#quotaAdmits++;
   }
 
   /** When the latest-sent announcing request so far went. */
@@ -537,9 +563,15 @@ export class AnnouncedWindow {
    * admitted half a quota more half way through a window.
    */
   leaveRate(): number {
+    if (this.#slidingRate > 0) return this.#slidingRate;
     return this.probed
       ? (2 * this.limit * 1000) / this.toldWindowMs
       : (this.limit * 1000) / this.windowMs;
+  }
+
+  /** Whether early refusals in a row said the site reopens no window at its holds' end (see `refusedWithin`). */
+  get reopensNoWindow(): boolean {
+    return this.#slidingRate > 0;
   }
 
   /** Whether a probe (see `probe`) said the holds told no window. */
@@ -910,6 +942,13 @@ const BLIND_RETRY_MIN_MS = 100;
 const BLIND_REFILL_SHARE = 4;
 /** Admits in a blind window that began with an admitted try before a refusal says it is a window (see `blindRefused`). */
 const FRESH_ADMITS = 3;
+
+/**
+ * Early refusals in a row within a quota told by holds that tell the site
+ * reopens no window (see `refusedWithin`).
+ * @internal
+ */
+export const EARLY_IN_ROW = 3;
 
 /** An inferred quota's window shortens by this share per quiet window, and lengthens back twice as much when refused early. */
 const INFERRED_STEP = 0.03;

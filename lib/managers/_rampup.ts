@@ -45,7 +45,7 @@ import {
 import type { DoneInfo, ScopeStep } from "./scope_manager_protocol.ts";
 import { admitted } from "./_admitted.ts";
 import { SAME_INSTANT_MS, SendLog } from "./_send_log.ts";
-import { ANNOUNCED_SPREAD, type ToldQuota } from "./_announced_window.ts";
+import { ANNOUNCED_SPREAD, EARLY_IN_ROW, type ToldQuota } from "./_announced_window.ts";
 
 /** What a step moves: the manager's delay and concurrency. */
 export interface RampKnobs {
@@ -599,10 +599,13 @@ export class RampupController {
    * enough to spend a burst as large as the first run of admits): such a
    * site's rate may be far above twice the told one (a 14/s bucket told 5
    * per 2 s). After quiet windows at half the told window it does not (each
-   * climb step cost a real window a hold). What the scope admitted under the
-   * quota was its own pace, not the site's, and starts no episode.
+   * climb step cost a real window a hold). Or (`reopensNone`) windows
+   * begun at the holds' end were refused early, EARLY_IN_ROW in a row: the
+   * site frees a slot at a time (a sliding window), and `rate` is what it
+   * admitted since the quota's first window. What the scope admitted under
+   * the quota was its own pace, not the site's, and starts no episode.
    */
-  leaveQuota(knobs: RampKnobs, rate: number, climb: boolean): void {
+  leaveQuota(knobs: RampKnobs, rate: number, climb: boolean, reopensNone = false): void {
     this.rate = this.#clampRate(rate);
     this.#lastQuiet = this.rate;
     if (!(this.#hi > this.rate)) this.#hi = Infinity;
@@ -616,7 +619,9 @@ export class RampupController {
     this.#report(
       knobs,
       `${
-        climb
+        reopensNone
+          ? `refused early in ${EARLY_IN_ROW} windows in a row, each begun at a hold's end`
+          : climb
           ? "half a quota more half way through a window told by holds was admitted"
           : "a quota told by holds stayed quiet at twice its rate"
       }, the holds tell no window: pacing ${fmt(this.rate)}/s`,
