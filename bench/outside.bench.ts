@@ -26,6 +26,11 @@
  * virtual time (`bench/outside/virtual.ts`), once per seed, in seconds: a
  * table of efficiency / refused share per seed and a summary line per mode.
  *
+ * `--virtual --drawn 1-40 [--list]`: instead, twelve sites per seed drawn
+ * with random parameters from the same limiters (`bench/outside/drawn.ts`),
+ * in virtual time: a summary per limiter kind and mode (`--list`: each crawl
+ * under the target or over 5% refused).
+ *
  * @module
  */
 import { spawn } from "node:child_process";
@@ -35,6 +40,7 @@ import { join } from "node:path";
 import { argValue, fmtFixed, machine, markdownTable, median, ROOT } from "./_harness.ts";
 import { idealMs } from "./outside/ideal.ts";
 import { type SiteSpec, startSite } from "./outside/site.ts";
+import { DRAWN_KINDS, type DrawnSite, drawnSites } from "./outside/drawn.ts";
 import { SITES } from "./outside/sites.ts";
 import { crawlVirtual } from "./outside/virtual.ts";
 
@@ -281,6 +287,97 @@ function virtualTables(
   return out.join("\n");
 }
 
+/** `--virtual --drawn A-B`: drawn sites per limiter kind; Markdown. */
+function drawnTables(modes: readonly Mode[], from: number, to: number, list: boolean): string {
+  const sites: DrawnSite[] = [];
+  for (let seed = from; seed <= to; seed++) sites.push(...drawnSites(seed));
+  const out: string[] = [];
+  for (const mode of modes) {
+    const target = mode === "rampup" ? 0.9 : 0.8;
+    const byKind = new Map<string, { effs: number[]; short: number; refused: number }>();
+    const all: number[] = [];
+    const shares: number[] = [];
+    const misses: string[][] = [];
+    for (const spec of sites) {
+      const seed = Number(spec.name.slice(1, spec.name.indexOf("-")));
+      const r = crawlVirtual(spec, { seed, rampup: mode === "rampup" });
+      const share = r.refused / Math.max(1, r.requests);
+      const k = byKind.get(spec.kind) ?? { effs: [], short: 0, refused: 0 };
+      byKind.set(spec.kind, k);
+      k.effs.push(r.efficiency);
+      k.short += Math.max(0, target - r.efficiency);
+      if (share > 0.05) k.refused++;
+      all.push(r.efficiency);
+      shares.push(share);
+      if (r.efficiency < target || share > 0.05) {
+        misses.push([
+          spec.name,
+          spec.shape,
+          String(spec.pages),
+          fmtFixed(r.idealMs / 1000, 1),
+          fmtFixed(r.efficiency),
+          `${fmtFixed(100 * share, 1)}%`,
+        ]);
+      }
+    }
+    const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const rows = DRAWN_KINDS.flatMap((kind) => {
+      const k = byKind.get(kind);
+      return k === undefined ? [] : [[
+        kind,
+        String(k.effs.length),
+        fmtFixed(mean(k.effs)),
+        fmtFixed(median(k.effs)),
+        fmtFixed(k.short),
+        String(k.refused),
+      ]];
+    });
+    out.push(
+      `### politely, ${
+        mode === "rampup" ? "rampup" : "defaults"
+      }, drawn sites (seeds ${from}-${to}), virtual time`,
+      "",
+      markdownTable(
+        [
+          "limiter",
+          "crawls",
+          "mean efficiency",
+          "median",
+          `shortfall under ${target}`,
+          "over 5% refused",
+        ],
+        rows,
+        ["l", "r", "r", "r", "r", "r"],
+      ),
+      "",
+      `Mean efficiency ${fmtFixed(mean(all))}, median ${fmtFixed(median(all))}; mean refused ${
+        fmtFixed(100 * mean(shares), 2)
+      }%; ${misses.length} of ${all.length} crawls under ${target} or over 5% refused; shortfall ${
+        fmtFixed(all.reduce((a, e) => a + Math.max(0, target - e), 0))
+      }.`,
+      "",
+    );
+    if (list) {
+      out.push(
+        markdownTable(
+          ["site", "hidden limit", "pages", "ideal s", "efficiency", "refused"],
+          misses,
+          [
+            "l",
+            "l",
+            "r",
+            "r",
+            "r",
+            "r",
+          ],
+        ),
+        "",
+      );
+    }
+  }
+  return out.join("\n");
+}
+
 async function main(argv: readonly string[]): Promise<number> {
   const modeArg = argValue(argv, "mode") ?? "default";
   if (!["default", "rampup", "both"].includes(modeArg)) {
@@ -297,6 +394,16 @@ async function main(argv: readonly string[]): Promise<number> {
     return 2;
   }
   if (argv.includes("--virtual")) {
+    const drawn = argValue(argv, "drawn");
+    if (drawn !== undefined) {
+      const [from, to] = drawn.split("-").map(Number);
+      if (!Number.isInteger(from) || !(to === undefined || Number.isInteger(to))) {
+        console.error(`--drawn takes seeds as A-B (or one seed): current value is ${drawn}`);
+        return 2;
+      }
+      console.log(drawnTables(modes, from!, to ?? from!, argv.includes("--list")));
+      return 0;
+    }
     const seeds = (argValue(argv, "seeds") ?? "1,2,3").split(",").map(Number);
     console.log(virtualTables(sites, modes, seeds));
     return 0;
