@@ -324,6 +324,42 @@ describe("a refusal under a supposed concurrency cap", () => {
   });
 });
 
+describe("a burst at a hold's end", () => {
+  it("ThrottlingScopeManager: refused in the burst that every free slot sends at a server hold's end, a scope with no pace paces at its rate, not half of it", () => {
+    const m = manager();
+    const steps: string[] = [];
+    const advance = (t: number) => steps.push(...whys(m.advance(t)));
+    // Two runs of seven at once, admitted in 200 ms; a third of eight: the
+    // eighth refused at once with a 1 s hold (a cap of 7, one in flight
+    // until an admit), the seven admitted later.
+    for (const start of [0, 250]) {
+      for (let i = 0; i < 7; i++) m.recordSent(start + i / 10);
+      for (let i = 0; i < 7; i++) {
+        m.recordDone(start + 200 + i / 10, { latencyMs: 200, status: 200, sentAt: start + i / 10 });
+      }
+      advance(start + 201);
+    }
+    for (let i = 0; i < 8; i++) m.recordSent(500 + i / 10);
+    m.recordBackoff(502.7, { cause: "status 429", holdMs: 1_000, sentAt: 500.7 });
+    m.recordDone(502.7, { latencyMs: 2, status: 429, sentAt: 500.7 });
+    advance(502.7);
+    for (let i = 0; i < 7; i++) {
+      m.recordDone(700 + i / 10, { latencyMs: 200, status: 200, sentAt: 500 + i / 10 });
+    }
+    advance(701);
+    // The hold's end: seven at one instant, the third refused at once (a
+    // GCRA or a bucket with a burst of 2 refuses it whatever the rate).
+    for (let i = 0; i < 7; i++) m.recordSent(1_502.7 + i / 10);
+    m.recordBackoff(1_505, { cause: "status 429", holdMs: 1_000, sentAt: 1_502.9 });
+    m.recordDone(1_505, { latencyMs: 2.1, status: 429, sentAt: 1_502.9 });
+    advance(1_505);
+    expect(steps).toEqual([
+      "concurrency cap: refused with 8 in flight, admitted with 7",
+      "refused in a burst at 35/s: paced at 35/s",
+    ]);
+  });
+});
+
 describe("windows told by holds, end to end in virtual time", () => {
   // [site, min efficiency, max refused share] with defaults (no rampup).
   const sites: [ZooSiteSpec, number, number][] = [

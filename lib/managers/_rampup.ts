@@ -242,6 +242,8 @@ interface HoldCycle {
   ms: number;
   heldMs: number;
   at: number;
+  /** Whether a server hold came before the cycle (else it began at the first send). */
+  afterHold: boolean;
 }
 
 /**
@@ -646,6 +648,7 @@ export class RampupController {
         ms: until - this.#cycleFirstSend,
         heldMs: until - now,
         at: now,
+        afterHold: this.#cycleStart !== -Infinity,
       };
       this.#cycleAdmits = 0;
       this.#cycleFirstSend = Number.NaN;
@@ -878,10 +881,19 @@ export class RampupController {
     // the scope sent at; paced at that rate the requests go apart.
     // (Rampup only: its slow start doubles concurrency, answers come back
     // together and the next sends go at one instant.)
-    const burst = this.limits.mode === "rampup" && atOnce &&
+    // Or sent at one instant with the first sends after a server hold (every
+    // slot free at once): a bucket or a window that ran out refills while
+    // held, so a burst refused then says the site takes no such burst, not
+    // that the pace before it was too fast (a 25.7/s GCRA with a burst of 4
+    // at 258 ms: seven sent at a 1 s hold's end, three refused, read as
+    // "refused at 8.94/s" and kept under it: 0.31; 0.58 now).
+    const cyc = this.#cycle;
+    const afterHold = atOnce && cyc !== undefined && cyc.at === now && cyc.afterHold &&
+      sentAt - cyc.from <= BURST_INSTANT_MS;
+    const burst = afterHold || (this.limits.mode === "rampup" && atOnce &&
       // Few admitted before: a bucket or a window that ran out after a run of
       // admits refuses a burst too, and there the rate was too fast.
-      this.#firstAdmits <= BURST_MIN;
+      this.#firstAdmits <= BURST_MIN);
     // A rate that was refused is too fast, whatever a quiet round said before
     // (a bucket's saved burst can hide a rate above its limit for a while).
     const firstPace = this.rate === Infinity;
