@@ -134,3 +134,29 @@ describe("AnnouncedWindow: a blind quota (a window read from a block of refusals
     expect(a.left).toBe(a.limit - 1);
   });
 });
+
+describe("AnnouncedWindow: an announced budget's spread", () => {
+  it("AnnouncedWindow.start(): a budget left goes over 0.3 of the time to its reset, and over a second at most", () => {
+    // [left, time to the reset ms, the limit, per window ms, gap between sends ms]
+    const table: [number, number, number, number, number][] = [
+      // 0.3 of 2 s over 50: 12 ms apart, all of it within 0.6 s.
+      [50, 2_000, 50, 2_000, 12],
+      // 0.3 of 60 s over 198 would be 91 ms apart: 18 s for a budget a
+      // crawl of 100 pages does not spend. A second at most.
+      [198, 60_000, 200, 60_000, 1_000 / 198],
+      // A limit's own spacing bounds it first (a bucket's reset is when it is full).
+      [5, 10_000, 10, 1_000, 0.3 * 100],
+    ];
+    for (const [left, toReset, limit, windowMs, gap] of table) {
+      const a = new AnnouncedWindow();
+      a.limit = limit;
+      a.windowMs = windowMs;
+      a.start(0, toReset, left);
+      expect({ left, toReset, gap: a.gapMs }).toEqual({
+        left,
+        toReset,
+        gap: expect.closeTo(gap, 9),
+      });
+    }
+  });
+});
