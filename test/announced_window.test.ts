@@ -160,3 +160,35 @@ describe("AnnouncedWindow: an announced budget's spread", () => {
     }
   });
 });
+
+describe("AnnouncedWindow: a window told on refusals only that begins at a first request", () => {
+  it("AnnouncedWindow.told(): refused early in a window rolled on from the last reset, the next windows open no sooner than the scope's own sends free a slot", () => {
+    const a = new AnnouncedWindow();
+    a.windowMs = 2_000;
+    /** Sends the quota from `at`, 400 ms apart (the quota's own spacing). */
+    const window = (at: number) => {
+      for (let k = 0; k < 5; k++) {
+        const t = at + 400 * k;
+        expect(a.waitMs(t)).toBeLessThanOrEqual(0);
+        a.onSent(t);
+      }
+    };
+    // Five admitted from 0 (no headers on them), the sixth refused at 500
+    // with a limit of 5 and a reset at 2,000.
+    for (let t = 0; t <= 500; t += 100) a.onSent(t);
+    a.told(510, 5, true, 500);
+    a.start(510, 2_000, 0);
+    // The site's window began at its first request: rolled on from 2,000,
+    // the next opens at 4,000, while the site's began at 2,005.
+    window(2_005);
+    expect(a.waitMs(4_000)).toBeLessThanOrEqual(0);
+    a.onSent(4_000);
+    a.told(4_010, 5, true, 4_000);
+    a.start(4_010, 5_010, 0);
+    // From then on a window opens no sooner than its quota's first send plus
+    // the window (and 2%).
+    window(5_010);
+    expect(a.waitMs(7_010)).toBe(5_010 + 2_040 - 7_010);
+    expect(a.waitMs(7_050)).toBeLessThanOrEqual(0);
+  });
+});

@@ -442,6 +442,16 @@ export class AnnouncedWindow {
 
   /** Whether `resetAt` was rolled on by `#roll` since the last announcement. */
   #rolled = false;
+  /** When the rolled window in force opened. */
+  #rolledAt = Number.NaN;
+  /**
+   * The site's window begins at the scope's first request after the last
+   * one ended, not on a grid (see `told`): a rolled window opens no sooner
+   * than the scope's own sends free a slot (`freedBy`).
+   */
+  #anchorBySends = false;
+  /** Whether an admitted answer announced a budget (else only refusals do). */
+  #admitsTell = false;
 
   /** Past the reset: the learned quota's next window, or nothing in force. */
   #roll(now: number): void {
@@ -464,8 +474,19 @@ export class AnnouncedWindow {
       }
     }
     const w = this.windowMs;
+    if (w > 0 && this.limit >= 1 && this.#anchorBySends && !this.inferred) {
+      const freed = this.freedBy(w);
+      if (freed > now && freed - now < w) {
+        // Not yet: the window the scope's first send of the last one began.
+        this.resetAt = freed;
+        this.left = 0;
+        this.gapMs = 0;
+        return;
+      }
+    }
     if (w > 0 && this.limit >= 1) {
       const windows = Math.floor((now - this.resetAt) / w) + 1;
+      this.#rolledAt = this.resetAt + (windows - 1) * w;
       this.resetAt += windows * w;
       this.#rolled = true;
       if (!this.inferred && this.toldOnRefusals) {
@@ -776,6 +797,15 @@ export class AnnouncedWindow {
     // A window said with the limit (RateLimit-Policy's `w`) is a policy:
     // obeyed as told. Only a limit without one may be a bucket's size.
     if (!refused || this.windowSaid) this.toldOnRefusals = false;
+    if (!refused) this.#admitsTell = true;
+    // Refused early in a window rolled on from the last reset (a tenth of it
+    // in): the site's window had not ended, so it began later than the grid
+    // says, at a first request (a counter with a time-to-live).
+    if (
+      refused && !this.#admitsTell && this.#rolled && sentAt !== undefined &&
+      sentAt >= this.#rolledAt &&
+      sentAt < this.#rolledAt + this.windowMs / 10
+    ) this.#anchorBySends = true;
     if (!this.toldOnRefusals) {
       this.limit = limit;
       return;
