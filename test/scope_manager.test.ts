@@ -851,11 +851,13 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     // [remaining, reset, requests still in flight besides the announcing one, sends before the reset]
     const table: [number, number, number, number[]][] = [
       // Spread over the first 0.3 of the time to the reset (ANNOUNCED_SPREAD).
-      [4, 4_000, 0, [0, 300, 600, 900]],
-      [1, 4_000, 0, [0]],
-      [4, 4_000, 2, [0, 600]],
-      [4, 4_000, 5, []],
+      [4, 2_000, 0, [0, 150, 300, 450]],
+      [1, 2_000, 0, [0]],
+      [4, 2_000, 2, [0, 300]],
+      [4, 2_000, 5, []],
       [3, 1_500, 0, [0, 150, 300]],
+      // And over a second at most (0.3 of 4 s is 1.2 s).
+      [4, 4_000, 0, [0, 250, 500, 750]],
     ];
     for (const [remaining, resetInMs, others, wanted] of table) {
       const m = manager({ delayMs: 0, concurrency: 16 });
@@ -875,21 +877,21 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
   it("ThrottlingScopeManager.recordAnnounced() re-paces on each announcement from the last send, not from now", () => {
     const m = manager({ delayMs: 0, concurrency: 16 });
     m.recordSent(0);
-    m.recordAnnounced(50, { remaining: 9, resetInMs: 9_000 }); // one per second
+    m.recordAnnounced(50, { remaining: 9, resetInMs: 2_000 }); // 4.5 per second
     m.recordDone(50);
     expect(m.canSend(50)).toBe(0);
     m.recordSent(50);
-    m.recordAnnounced(100, { remaining: 8, resetInMs: 8_950 }); // the answer to the send at 50
+    m.recordAnnounced(100, { remaining: 8, resetInMs: 1_950 }); // the answer to the send at 50
     m.recordDone(100);
     // Not at once: the last send was at 50, the next goes a gap after it. The
-    // same reset told again keeps the spread's pace (0.3 of 9000 / 9), which
-    // spread again would slow (0.3 of 8950 / 8).
-    expect(m.canSend(100)).toBeCloseTo(50 + 0.3 * (9_000 / 9) - 100, 6);
+    // same reset told again keeps the spread's pace (0.3 of 2000 / 9), which
+    // spread again would slow (0.3 of 1950 / 8).
+    expect(m.canSend(100)).toBeCloseTo(50 + 0.3 * (2_000 / 9) - 100, 6);
     // A later reset (a new window) spreads its budget anew.
     m.recordSent(350);
-    m.recordAnnounced(400, { remaining: 3, resetInMs: 12_000 });
+    m.recordAnnounced(400, { remaining: 3, resetInMs: 3_000 });
     m.recordDone(400);
-    expect(m.canSend(400)).toBeCloseTo(350 + 0.3 * (12_000 / 3) - 400, 6);
+    expect(m.canSend(400)).toBeCloseTo(350 + 0.3 * (3_000 / 3) - 400, 6);
   });
 
   it("ThrottlingScopeManager.recordAnnounced(): a reset told as the same whole second again keeps the spread's pace", () => {
