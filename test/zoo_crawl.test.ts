@@ -1240,6 +1240,32 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     }
   });
 
+  it("a sliding-window counter read as a bucket that refills slowly climbs in rounds of seconds, not of the refill time", () => {
+    // 503 without Retry-After: the quota goes at once, the trickle after it
+    // reads as a bucket of 30-71 refilling at 1-2/s, and each round of the
+    // climb lasted as long as such a bucket takes to refill (up to a
+    // minute): 0.25, 0.26, 0.28.
+    const table: [number, number, number, number][] = [
+      [50, 10_000, 10, 0.5],
+      [71, 10_000, 20, 0.5],
+      [30, 5_000, 10, 1],
+    ];
+    for (const [quota, windowMs, latencyMs, phase] of table) {
+      const site: ZooSiteSpec = {
+        name: `sliding counter ${quota} per ${windowMs} ms, ${latencyMs} ms`,
+        limiter: { shape: "sliding-counter", quota, windowMs, phaseMs: phase * windowMs },
+        latencyMs,
+        status: 503,
+      };
+      const r = runZooCrawl({ site, pages: 200, settings: { retry: { times: 10 } } });
+      expect({ site: site.name, ok: r.ok, efficiency: r.efficiency }).toEqual({
+        site: site.name,
+        ok: 200,
+        efficiency: expect.toSatisfy((e: number) => e >= 0.5),
+      });
+    }
+  });
+
   it("a concurrency cap is read at its size when a send a moment after the refused one reached the site first", () => {
     // Two sends 0.06 ms apart reach the site in the other order (3 ms of
     // noise): the later one, sent with one more in flight, is admitted and
