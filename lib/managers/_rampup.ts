@@ -186,7 +186,7 @@ const HELD_SHARE = 0.65;
 const BURST_MIN = 4;
 /**
  * The longest round a saved burst's refill time makes (see `#burstMs`): 180
- * zoo sliding-window counters without Retry-After, mean 0.47 -> 0.53 with 5 s
+ * zoo sliding-window counters without Retry-After, mean 0.43 -> 0.49 with 5 s
  * (none worse); 2 s gained more there and refused more on issue 11's shapes.
  */
 const BURST_ROUND_MAX_MS = 5_000;
@@ -940,19 +940,9 @@ export class RampupController {
       // with the one token it refilled. What it admitted since its first
       // refusal is its rate (a bucket of 38 at 2/s read as a window of 32/s
       // took another block of refusals to find it).
-      const windowRate = this.#windowRate;
       this.#windowRate = 0;
       const since = Math.max(1, sentAt - this.#episodeStart);
       next = Math.min(pace * CUT_FACTOR, (Math.max(1, this.#episodeAdmits) * 1000) / since);
-      // From one or two admits, the block's own among them: the block's
-      // length is a bucket's refill time, or how long a sliding window took
-      // to free a slot of a quota spent at once. No lower than a quarter of
-      // the window's rate (a sliding-window counter of 71 per 10 s, 71
-      // admitted at once, then a block of 5.3 s: 0.19/s, and 0.11 of its
-      // rate; 0.80 now).
-      if (this.#episodeAdmits < WINDOW_MIN_ADMITS) {
-        next = Math.max(next, Math.min(pace * CUT_FACTOR, windowRate * CUT_FACTOR * CUT_FACTOR));
-      }
       // Read from one or two admits: twice it bounds the search.
       this.#guessHi(2 * next);
       why = `refused at ${
