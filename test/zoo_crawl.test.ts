@@ -1234,6 +1234,24 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     }
   });
 
+  it("a small bucket's rate is read with each hold refilling no more than its burst", () => {
+    // 20/s with a burst of 3 at 150 ms, Retry-After in whole seconds: each
+    // 1 s hold refills 3, not 20, and counting the holds in full read about
+    // 7/s (0.62).
+    const site: ZooSiteSpec = {
+      name: "bucket 20/s of 3, 150 ms, Retry-After seconds",
+      limiter: { shape: "token-bucket", ratePerSec: 20, burst: 3 },
+      latencyMs: 150,
+      latencyJitter: 0.3,
+      status: 429,
+      retryAfter: "seconds",
+    };
+    const r = runZooCrawl({ site, pages: 200, settings: { retry: { times: 10 } } });
+    expect(r.ok).toBe(200);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.68);
+    expect(r.refused / r.requests).toBeLessThanOrEqual(0.03);
+  });
+
   it("a concurrency cap is read at its size when a send a moment after the refused one reached the site first", () => {
     // Two sends 0.06 ms apart reach the site in the other order (3 ms of
     // noise): the later one, sent with one more in flight, is admitted and

@@ -1392,7 +1392,13 @@ export class RampupController {
     // by that refill and hides the burst.)
     const withHolds = (this.#episodeAdmits * 1000) / (span + this.#heldMs);
     this.#estimateUnheld = (this.#episodeAdmits * 1000) / span;
-    if (this.#savedBurst(withHolds)) return withHolds;
+    if (this.#savedBurst(withHolds)) {
+      // But a hold refills no more than the burst the site saved at first:
+      // a long hold on a small bucket counted in full read it far below its
+      // rate (a bucket of 3 at 20/s at 150 ms, 1 s holds: 0.62, 0.71 now).
+      const paid = this.#episodeHolds * this.#burstAbove(withHolds);
+      return Math.max(withHolds, ((this.#episodeAdmits - paid) * 1000) / span);
+    }
     // The first admit after each hold was paid for by the hold (a spacer or
     // a bucket refills while the scope waits): with the held time left out,
     // counting it would read a site that admits one per hold as admitting
