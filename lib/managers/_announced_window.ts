@@ -16,7 +16,7 @@ import type { ScopeState } from "./scope_manager_protocol.ts";
 /**
  * A quota told by the server's holds (`lib/managers/_rampup.ts`): `limit`
  * per `windowMs`, the next window from `resetAt`; admits answered later of
- * sends in [lateFrom, lateUntil) count too (see `AnnouncedWindow.lateAdmit`).
+ * sends in [lateFrom, lateUntil) count too (see `AnnouncedWindow.admitted`).
  * @internal
  */
 export interface ToldQuota {
@@ -347,20 +347,23 @@ export class AnnouncedWindow {
     this.endedWindowMs = this.windowMs;
     this.shrunkUntil = holdEnd;
   }
-  /** Sends in [#lateFrom, #lateUntil) were made in the cycle the quota was told by (see `lateAdmit`). */
+  /** Sends in [#lateFrom, #lateUntil) were made in the cycle the quota was told by (see `admitted`). */
   #lateFrom = Number.NaN;
   #lateUntil = Number.NaN;
 
   /**
-   * An admit of a request sent at `sentAt`, answered after the hold that
-   * told the quota: sent in the cycle that told it, before the refused
-   * request, it was counted by the site in that window too. (A window of 50
-   * per 5 s at 7 in flight read 45: six sends were still on their way when
-   * the refusal came back, five admitted; every later window sent 45.)
+   * An admit of a request sent at `sentAt`, within a quota told by holds:
+   * counted toward the rate the quota leaves off at (see `refusedWithin`),
+   * and, answered after the hold that told the quota but sent in the cycle
+   * that told it, before the refused request, counted by the site in that
+   * window too. (A window of 50 per 5 s at 7 in flight read 45: six sends
+   * were still on their way when the refusal came back, five admitted;
+   * every later window sent 45.)
    */
-  lateAdmit(sentAt: number): void {
-    if (this.inferred && sentAt >= this.#lateFrom && sentAt < this.#lateUntil) this.limit++;
-    if (this.inferred && sentAt >= this.#quotaFrom) this.#quotaAdmits++;
+  admitted(sentAt: number): void {
+    if (!this.inferred) return;
+    if (sentAt >= this.#lateFrom && sentAt < this.#lateUntil) this.limit++;
+    if (sentAt >= this.#quotaFrom) this.#quotaAdmits++;
   }
 
   /** When the latest-sent announcing request so far went. */
@@ -474,8 +477,8 @@ export class AnnouncedWindow {
       }
     }
     const w = this.windowMs;
-    if (w > 0 && this.limit >= 1 && this.#anchorBySends && !this.inferred) {
-      const freed = this.freedBy(w);
+    if (w > 0 && this.limit >= 1) {
+      const freed = this.#anchorBySends && !this.inferred ? this.freedBy(w) : Infinity;
       if (freed > now && freed - now < w) {
         // Not yet: the window the scope's first send of the last one began.
         this.resetAt = freed;
@@ -483,8 +486,6 @@ export class AnnouncedWindow {
         this.gapMs = 0;
         return;
       }
-    }
-    if (w > 0 && this.limit >= 1) {
       const windows = Math.floor((now - this.resetAt) / w) + 1;
       this.#rolledAt = this.resetAt + (windows - 1) * w;
       this.resetAt += windows * w;

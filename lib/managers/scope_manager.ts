@@ -327,7 +327,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     if (ok && ann !== undefined && result.sentAt !== undefined) {
       if (ann.probing(result.sentAt)) ann.probeAdmitted();
       if (ann.blind) ann.blindAdmitted(now, result.sentAt);
-      ann.lateAdmit(result.sentAt);
+      ann.admitted(result.sentAt);
     }
     const x = this.#x;
     if (x?.ramp !== undefined) {
