@@ -1278,6 +1278,66 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     }
   });
 
+  it("a site that serves one at a time, with latencies that vary, is a concurrency cap of one, not a pace", () => {
+    // Paced, a site serving one request at a time refuses whenever an answer
+    // takes longer than the gap: a cap of one at 90 ms ± 50% was paced below
+    // 1/90 ms and refused the second of two in flight again and again (0.63-
+    // 0.66 of its rate, 0.58-0.75 over the rows below). Refused only with two
+    // in flight, admitted alone: one in flight, unpaced (0.91-1.0).
+    const table: [number, number, number][] = [[90, 0.5, 1], [40, 0.3, 2], [20, 0.5, 3], [
+      150,
+      0.3,
+      1,
+    ]];
+    for (const [latencyMs, latencyJitter, seed] of table) {
+      const site: ZooSiteSpec = {
+        name: "one at a time",
+        limiter: { shape: "concurrency", maxConcurrency: 1 },
+        latencyMs,
+        latencyJitter,
+        status: 429,
+        retryAfter: "none",
+      };
+      const r = runZooCrawl({
+        site,
+        pages: 200,
+        seed,
+        settings: { retry: { times: 10 } },
+        events: true,
+      });
+      const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+      const row = { latencyMs, seed };
+      expect({ ...row, ok: r.ok }).toEqual({ ...row, ok: 200 });
+      expect({ ...row, capOne: why.some((w) => /admitted alone: concurrency cap 1$/.test(w)) })
+        .toEqual({ ...row, capOne: true });
+      expect({ ...row, efficient: r.efficiency >= 0.85 }).toEqual({ ...row, efficient: true });
+    }
+  });
+
+  it("a cap of one probed at two and refused goes back to one, not to a pace", () => {
+    const site: ZooSiteSpec = {
+      name: "one at a time",
+      limiter: { shape: "concurrency", maxConcurrency: 1 },
+      latencyMs: 40,
+      latencyJitter: 0.3,
+      status: 503,
+      retryAfter: "none",
+    };
+    const r = runZooCrawl({
+      site,
+      pages: 3000,
+      seed: 1,
+      settings: { retry: { times: 10 } },
+      events: true,
+    });
+    const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    const probe = why.indexOf("quiet: probing concurrency 2");
+    expect(probe).toBeGreaterThan(0);
+    expect(why[probe + 1]).toBe("refused with 2 in flight: concurrency cap 1");
+    expect(r.ok).toBe(3000);
+    expect(r.refused).toBeLessThanOrEqual(6);
+  });
+
   it("a bucket whose burst ran out just as slow start reached its top is a rate, not a concurrency cap", () => {
     // Refused with 8 in flight, then again with 7 after the Retry-After hold
     // (the site had served 7 at once): lowering the cap one by one, a second

@@ -127,6 +127,14 @@ const MAX_PROBE_WINDOWS = 32;
 export const MIN_ROUND_MS = 200;
 /** Sends per round at the current pace. */
 const ROUND_SENDS = 4;
+/**
+ * A paced scope refused this often with two requests in flight, never with
+ * one, and never admitted with two, after at least `CAP_ONE_ADMITS` admits
+ * alone (and slower than one at a time would go), reads as a concurrency cap
+ * of one.
+ */
+const CAP_ONE_REFUSALS = 2;
+const CAP_ONE_ADMITS = 8;
 /** Round trips per round. */
 export const ROUND_TRIPS = 3;
 /** The first probe in a block of refusals waits this long (or two round trips). */
@@ -276,6 +284,10 @@ export class RampupController {
   /** Admits and refusals by in-flight count at send (capped at MAX_F). */
   readonly #admitAtF = new Uint32Array(MAX_F + 1);
   #minRefusedF = Infinity;
+  /** Refusals of sends with exactly two in flight (see `CAP_ONE_REFUSALS`). */
+  #refusedAtTwo = 0;
+  /** Whether a cap of one was read (then a refused probe at two goes back to one). */
+  #capOne = false;
   // Sends: time and in-flight count, for the outcome's lookup.
   readonly #sends = new SendLog(RING);
   /** When the last admitted answers came. */
@@ -733,9 +745,45 @@ export class RampupController {
     }
     if (sentAt === undefined || f === undefined) return this.#ordinaryStep(now, knobs);
     if (f < this.#minRefusedF) this.#minRefusedF = f;
+    if (f === 2) this.#refusedAtTwo++;
 
     // A concurrency cap: refused only above k in flight.
     if (!this.#capRefuted) {
+      if (this.#capOne && f === 2 && this.#capLimit === 2 && !this.#admitsFrom(2)) {
+        // The probe of a second slot under a cap of one refused: one it is.
+        this.#capLimit = 1;
+        this.#cut(now, false);
+        this.#apply(knobs);
+        return this.#report(knobs, `refused with 2 in flight: concurrency cap 1`);
+      }
+      if (
+        f === 2 && this.#capLimit === Infinity && this.rate !== Infinity &&
+        this.#refusedAtTwo >= CAP_ONE_REFUSALS && this.#admitAtF[1]! >= CAP_ONE_ADMITS &&
+        this.#minRefusedF === 2 && !this.#admitsFrom(2) &&
+        // One at a time goes faster than the pace: a strict spacer paced
+        // near its rate, slower than its round trips, also refuses the
+        // second of two in flight (a spacer of 10/s at 120 ms: 0.88 -> 0.83).
+        this.#latencyMs * this.rate < 1000
+      ) {
+        // Paced, yet every refusal came with a second request in flight and
+        // every admit alone: a site that serves one at a time (a pace
+        // emulates that only where latencies never vary: a cap of one at
+        // 93 ms ± 50% was paced at 7.3/s and refused whenever an answer took
+        // longer than the gap, 0.50 of its rate; 0.52 now, found late). One
+        // in flight, unpaced; a refusal with one in flight refutes it (a
+        // rate then, below).
+        this.#capOne = true;
+        this.#capLimit = 1;
+        this.rate = Infinity;
+        this.#cut(now, false);
+        this.#apply(knobs);
+        return this.#report(
+          knobs,
+          `refused ${this.#refusedAtTwo} times with 2 in flight, ${
+            this.#admitAtF[1]
+          } admitted alone: concurrency cap 1`,
+        );
+      }
       // Refused with one or two in flight: no cap worth keeping (a cap of one
       // is a rate's job, see below), the site limits a rate.
       if (
