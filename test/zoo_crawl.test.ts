@@ -1338,6 +1338,38 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     expect(r.refused).toBeLessThanOrEqual(6);
   });
 
+  it("a sliding-window counter met late in its window climbs from the rate its block read, a send a round", () => {
+    // After its quota's burst, a sliding-window counter refuses until its
+    // window rolls over, then admits its rate. The admits over that block
+    // read a rate as low as the block is long, and the climb from it went
+    // in rounds as long as the block's window or four sends: 100 per 10 s
+    // met 8 s before a roll ran at 0.26 of its rate.
+    const table: [number, number, number, number, number][] = [
+      // quota, window, latency, where the window rolls, efficiency before -> after
+      [100, 10_000, 15, 8_000, 0.5], // 0.26 -> 0.53
+      [71, 10_000, 20, 8_000, 0.6], // 0.36 -> 0.66
+      [100, 10_000, 15, 4_000, 0.65], // 0.47 -> 0.70
+      [40, 10_000, 50, 4_000, 0.55], // 0.35 -> 0.59 (one admit after the block)
+    ];
+    for (const [quota, windowMs, latencyMs, phaseMs, least] of table) {
+      const r = runZooCrawl({
+        site: {
+          name: `sliding counter ${quota}/${windowMs}`,
+          limiter: { shape: "sliding-counter", quota, windowMs, phaseMs },
+          latencyMs,
+          latencyJitter: 0.3,
+          status: 503,
+        },
+        pages: 200,
+        seed: 1,
+        settings: { retry: { times: 10 } },
+      });
+      const row = { quota, phaseMs };
+      expect({ ...row, ok: r.ok }).toEqual({ ...row, ok: 200 });
+      expect({ ...row, efficient: r.efficiency >= least }).toEqual({ ...row, efficient: true });
+    }
+  });
+
   it("a bucket whose burst ran out just as slow start reached its top is a rate, not a concurrency cap", () => {
     // Refused with 8 in flight, then again with 7 after the Retry-After hold
     // (the site had served 7 at once): lowering the cap one by one, a second

@@ -372,6 +372,11 @@ export class RampupController {
   /** The pace the last climb step went up from (quiet long enough to climb). */
   #climbedFrom = 0;
   /**
+   * Rounds of one send while climbing from a rate read across a long block
+   * (see `#fromBlock`): until the next cut.
+   */
+  #oneSendRounds = false;
+  /**
    * The most the site admitted before its first refusal: a bucket's saved
    * burst hides a pace above its rate until it is spent, so a climb step
    * waits for sends that would spend it.
@@ -972,12 +977,17 @@ export class RampupController {
       ? `refused in a burst at ${fmt(pace)}/s: paced at ${fmt(next)}/s`
       : `refused at ${fmt(pace)}/s: rate ${fmt(next)}/s`;
     const est = this.#episodeEstimate(sentAt);
+    // A window read at a block's end that the admits since refute: its rate
+    // bounds the climb from the estimate (see `#fromBlock`).
+    let refuted = 0;
     // A window re-opens with its whole quota: a site that admitted far less
     // than the window's rate since it first refused (a bucket after its
     // burst, read as a window at the block's end) has no window.
     if (this.#windowRate > 0 && est !== undefined && est < this.#windowRate / 3) {
+      refuted = this.#windowRate;
       this.#windowRate = 0;
     }
+    let oneAdmit = false;
     const reopened = this.#windowRate > 0 && sentAt >= this.#windowAt &&
       this.#periodAdmits < WINDOW_MIN_ADMITS && !Number.isNaN(this.#episodeStart) &&
       sentAt > this.#episodeStart;
@@ -991,8 +1001,12 @@ export class RampupController {
       this.#windowRate = 0;
       const since = Math.max(1, sentAt - this.#episodeStart);
       next = Math.min(pace * CUT_FACTOR, (Math.max(1, this.#episodeAdmits) * 1000) / since);
-      // Read from one or two admits: twice it bounds the search.
-      this.#guessHi(2 * next);
+      // Read from one admit, the rate is the block's length, and says as
+      // little of a sliding-window counter's rate (its block lasts until its
+      // window rolls over) as of a slow bucket's: climb from it (see
+      // `#fromBlock`). Read from two, twice it bounds the search.
+      if (this.#episodeAdmits <= 1) oneAdmit = true;
+      else this.#guessHi(2 * next);
       why = `refused at ${
         fmt(pace)
       }/s with ${this.#periodAdmits} admitted since the block: no window, rate ${fmt(next)}/s`;
@@ -1161,6 +1175,8 @@ export class RampupController {
       }
     }
     this.#cut(now, true);
+    if (refuted > this.rate) this.#fromBlock(refuted);
+    else if (oneAdmit) this.#fromBlock(Infinity);
     this.#blockStart = now;
     // The trigger's own hold (told just before it) holds the block too.
     this.#blockHeld = this.#heldUntil > now;
@@ -1501,9 +1517,36 @@ export class RampupController {
       );
     }
     this.#lastCutAt = now;
+    this.#oneSendRounds = false;
     this.#probesPassed = 0;
     this.#lastCutWasRate = rate;
     this.#blockStart = Number.NaN;
+  }
+
+  /**
+   * A rate read across a long block of refusals (the admits since the first
+   * refusal over its time) is as low as the block is long: a bucket's refill
+   * makes such a block, and so does a sliding-window counter, which refuses
+   * from its quota's end until its window rolls over and then admits its
+   * rate, far above the estimate (71 per 10 s met 6 s before a roll read as
+   * 0.19/s, then climbed 1.5x per four sends and halfway to twice that in
+   * rounds as long as the window the block told: 0.11 of its rate). Climb
+   * from it a round of one send at a time (the bucket's refused climb
+   * finds its rate as before), no rounds as long as a saved burst's refill
+   * or a window, up to `hi` (a window the admits refuted: halfway steps
+   * toward it) or without bound (1.5x a round).
+   */
+  #fromBlock(hi: number): void {
+    this.#windowPeriodMs = 0;
+    this.#burstMs = 0;
+    this.#oneSendRounds = true;
+    this.#hi = hi;
+    this.#hiGuess = Number.NaN;
+    this.#hiSoft = false;
+    this.#climb = hi === Infinity;
+    this.#climbBurst = 0;
+    this.#fromBelow = hi === Infinity;
+    this.#climbedFrom = 0;
   }
 
   /** An upper bound of twice an admitted rate (see `#hiGuess`). */
@@ -1631,7 +1674,7 @@ export class RampupController {
       Math.max(
         MIN_ROUND_MS,
         ROUND_TRIPS * latency,
-        ROUND_SENDS * gap,
+        (this.#oneSendRounds ? 1 : ROUND_SENDS) * gap,
         this.#windowPeriodMs,
         this.#burstMs,
       ),
