@@ -1350,6 +1350,10 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
       [71, 10_000, 20, 8_000, 0.6], // 0.36 -> 0.66
       [100, 10_000, 15, 4_000, 0.65], // 0.47 -> 0.70
       [40, 10_000, 50, 4_000, 0.55], // 0.35 -> 0.59 (one admit after the block)
+      // A climb from the block refused at 84/s: the rate admitted since the
+      // first refusal, 18 s before, counted the climb's own slow sends.
+      [50, 5_000, 20, 3_750, 0.45], // 0.34 -> 0.51
+      [50, 5_000, 20, 2_500, 0.55], // 0.45 -> 0.65
     ];
     for (const [quota, windowMs, latencyMs, phaseMs, least] of table) {
       const r = runZooCrawl({

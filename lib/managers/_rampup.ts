@@ -182,6 +182,8 @@ const FROM_BELOW_RATE = 8;
  * sweep, one more hold at a 12/s spacer).
  */
 const FROM_BELOW_CLIMB = 1.5;
+/** A climb from a long block quiet at this many times the rate it began at begins a new episode. */
+const CLIMB_NEW_EPISODE = 4;
 /** Admits a period needs before its block is read as a window. */
 const WINDOW_MIN_ADMITS = 3;
 /** A window's estimated rate may be this much too low: bisection may climb that far above it. */
@@ -376,6 +378,8 @@ export class RampupController {
    * (see `#fromBlock`): until the next cut.
    */
   #oneSendRounds = false;
+  /** The rate a climb from a long block began at (0: none, or its episode already restarted). */
+  #climbBase = 0;
   /**
    * The most the site admitted before its first refusal: a bucket's saved
    * burst hides a pace above its rate until it is spent, so a climb step
@@ -1540,6 +1544,7 @@ export class RampupController {
     this.#windowPeriodMs = 0;
     this.#burstMs = 0;
     this.#oneSendRounds = true;
+    this.#climbBase = this.rate;
     this.#hi = hi;
     this.#hiGuess = Number.NaN;
     this.#hiSoft = false;
@@ -1822,6 +1827,18 @@ export class RampupController {
         return;
       }
       next = Math.min(before * factor, carried);
+      // Quiet at four times the rate a long block read: the scope, not the
+      // site, set what was admitted since the episode began, and a rate
+      // read from it later would count that (a sliding-window counter of 50
+      // per 5 s refused a climb from 0.29/s at 84/s, and "admitted 3.08/s"
+      // since its first refusal 18 s before held it near 3/s: 0.34 of its
+      // rate; 0.51 now). The next refusal begins a new episode. (Below
+      // that, a slow bucket's climb, refused at 2.2 times the rate its block
+      // read, is told by the admits since its first refusal.)
+      if (this.#climbBase > 0 && before >= CLIMB_NEW_EPISODE * this.#climbBase) {
+        this.#climbBase = 0;
+        this.#episodeStart = Number.NaN;
+      }
       this.#climbedFrom = before;
       why = `quiet at ${fmt(before)}/s, no refused rate above: climbing to ${fmt(next)}/s`;
     } else if (this.#hi !== Infinity && before < this.#hi * (1 - converged)) {
