@@ -1374,6 +1374,25 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     }
   });
 
+  it("a cut to what an episode admitted goes no lower than most of the last quiet pace", () => {
+    // The episode's estimate counts its holds: a fixed window of 35 per
+    // second with 1 s holds, quiet at 39.5/s and refused at 43.4/s, read
+    // "admitted 17.86/s" and was cut to 17/s (0.48).
+    const site: ZooSiteSpec = {
+      name: "fixed 35/1s",
+      limiter: { shape: "fixed-window", quota: 35, windowMs: 1000 },
+      latencyMs: 177,
+      status: 503,
+      retryAfter: "seconds",
+    };
+    const r = runZooCrawl({ site, pages: 200, settings: { retry: { times: 10 } }, events: true });
+    const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    const cut = why.find((w) => w.startsWith("refused at 43.4/s, admitted"));
+    expect(cut).toBe("refused at 43.4/s, admitted 17.86/s: rate 27.67/s");
+    expect(r.ok).toBe(200);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.55);
+  });
+
   it("a bucket whose burst ran out just as slow start reached its top is a rate, not a concurrency cap", () => {
     // Refused with 8 in flight, then again with 7 after the Retry-After hold
     // (the site had served 7 at once): lowering the cap one by one, a second

@@ -182,6 +182,11 @@ const FROM_BELOW_RATE = 8;
  * sweep, one more hold at a 12/s spacer).
  */
 const FROM_BELOW_CLIMB = 1.5;
+/**
+ * A cut to an episode's estimate goes no lower than this share of the last
+ * pace a round passed quiet at (see `onTrigger`).
+ */
+const QUIET_FLOOR = 0.7;
 /** A climb from a long block quiet at this many times the rate it began at begins a new episode. */
 const CLIMB_NEW_EPISODE = 4;
 /** Admits a period needs before its block is read as a window. */
@@ -1135,6 +1140,15 @@ export class RampupController {
         this.#burstMs = Math.min(BURST_ROUND_MAX_MS, (this.#burstAbove(est) * 1000) / est);
       }
       next = Math.min(ESTIMATE_SHARE * est, pace * (1 - CONVERGED));
+      // No lower than QUIET_FLOOR of the last pace a round passed quiet at:
+      // the site admitted it for a round, while the estimate counts the
+      // holds and blocks of the whole episode (a fixed window of 35 per
+      // second at 177 ms with 1 s holds, quiet at 39.5/s, refused at 43.4/s,
+      // "admitted 17.86/s": cut to 17/s, 0.48; 0.56 now). Not all of it: a
+      // saved burst may have carried that round too.
+      if (this.#lastQuiet > 0 && this.#lastQuiet < pace) {
+        next = Math.max(next, QUIET_FLOOR * this.#lastQuiet);
+      }
       why = `refused at ${fmt(pace)}/s, admitted ${fmt(est)}/s: rate ${fmt(next)}/s`;
     }
     // A first refusal that costs a hold of a second or more, at a pace read
