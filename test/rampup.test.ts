@@ -278,6 +278,10 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     // one instant and the seventh was refused. Only sends before that
     // instant counted as served (2 answered), less than half the cap, so it
     // was read as a rate (4.69/s) and the scope ran at 0.37 of the site's.
+    // (The second refusal of the first burst, sent with 7 in flight, now
+    // lowers the cap to 6 before the hold ends, once a send in flight at
+    // the cut is admitted: 0.89 with 2 refused, where finding it after the
+    // hold cost a second hold, 0.77 with 3.)
     const { r, whys: steps } = crawlSite({
       name: "cap 6",
       limiter: { shape: "concurrency", maxConcurrency: 6 },
@@ -288,10 +292,10 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
     }, { outboundJitterMs: 6 });
     expect(steps.slice(0, 2)).toEqual([
       "concurrency cap: refused with 8 in flight, admitted with 7",
-      "concurrency cap: refused with 7 in flight, lowered to 6",
+      "refused on its way with 7 in flight: concurrency cap 6",
     ]);
-    expect(r.efficiency).toBeGreaterThanOrEqual(0.75);
-    expect(r.refused).toBeLessThanOrEqual(3);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.85);
+    expect(r.refused).toBeLessThanOrEqual(2);
   });
 
   it("rampup counts in flight as the site does: a slow refusal still out holds no slot there", () => {

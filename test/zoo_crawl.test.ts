@@ -1393,6 +1393,39 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     expect(r.efficiency).toBeGreaterThanOrEqual(0.55);
   });
 
+  it("a refusal on its way at a cap's cut, sent with fewer in flight, lowers the cap", () => {
+    // Refusals of several sends come back together; the cap was read from
+    // the one with most in flight and the others, sent with fewer, were
+    // answered for by that cut: the next send after the hold found the cap
+    // again, at the cost of another hold (0.55 and 0.60 of the site's rate).
+    const table: [number, number, 429 | 503, number, number][] = [
+      // cap, latency, status, jitter, least efficiency
+      [4, 79, 503, 0.2, 0.75], // 0.55 -> 0.78
+      [4, 104, 429, 0.5, 0.8], // 0.60 -> 0.83
+    ];
+    for (const [cap, latencyMs, status, latencyJitter, least] of table) {
+      const r = runZooCrawl({
+        site: {
+          name: `conc ${cap}`,
+          limiter: { shape: "concurrency", maxConcurrency: cap },
+          latencyMs,
+          latencyJitter,
+          status,
+          retryAfter: "seconds",
+        },
+        pages: 200,
+        settings: { retry: { times: 10 } },
+        events: true,
+      });
+      const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+      const row = { cap, latencyMs };
+      expect({ ...row, ok: r.ok }).toEqual({ ...row, ok: 200 });
+      expect({ ...row, lowered: why.some((w) => w.startsWith("refused on its way with")) })
+        .toEqual({ ...row, lowered: true });
+      expect({ ...row, efficient: r.efficiency >= least }).toEqual({ ...row, efficient: true });
+    }
+  });
+
   it("a bucket whose burst ran out just as slow start reached its top is a rate, not a concurrency cap", () => {
     // Refused with 8 in flight, then again with 7 after the Retry-After hold
     // (the site had served 7 at once): lowering the cap one by one, a second
