@@ -1426,6 +1426,38 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     }
   });
 
+  it("a refusal under a supposed cap in the burst sent at a hold's end is a rate that takes no bursts, not a smaller cap", () => {
+    // Every free slot sends at the instant a server hold ends; a bucket of 2
+    // refuses the third of them whatever its rate. Read as a cap lowered to
+    // 2 (a round trip of 200 ms: 7.5-10/s), the scope ran at 0.44-0.63.
+    const table: [number, number, number, number][] = [
+      // rate, latency, jitter, least efficiency
+      [21.4, 206, 0.3, 0.6], // 0.44 -> 0.65
+      [15, 200, 0, 0.75], // 0.63 -> 0.81
+    ];
+    for (const [ratePerSec, latencyMs, latencyJitter, least] of table) {
+      const r = runZooCrawl({
+        site: {
+          name: `bucket ${ratePerSec}/s of 2`,
+          limiter: { shape: "token-bucket", ratePerSec, burst: 2 },
+          latencyMs,
+          latencyJitter,
+          status: 429,
+          retryAfter: "seconds",
+        },
+        pages: 300,
+        settings: { retry: { times: 10 } },
+        events: true,
+      });
+      const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+      const row = { ratePerSec, latencyMs };
+      expect({ ...row, ok: r.ok }).toEqual({ ...row, ok: 300 });
+      expect({ ...row, lowered: why.some((w) => w.includes("lowered to")) })
+        .toEqual({ ...row, lowered: false });
+      expect({ ...row, efficient: r.efficiency >= least }).toEqual({ ...row, efficient: true });
+    }
+  });
+
   it("a bucket whose burst ran out just as slow start reached its top is a rate, not a concurrency cap", () => {
     // Refused with 8 in flight, then again with 7 after the Retry-After hold
     // (the site had served 7 at once): lowering the cap one by one, a second

@@ -568,6 +568,16 @@ export class RampupController {
     this.#paceLater(Infinity, `refused on its way with ${f} in flight: concurrency cap ${f - 1}`);
   }
 
+  /**
+   * Whether the send at `sentAt`, refused now, went in the burst every free
+   * slot sent at one instant when a server hold ended (see `HoldCycle`).
+   */
+  #inBurstAfterHold(now: number, sentAt: number): boolean {
+    const cyc = this.#cycle;
+    return cyc !== undefined && cyc.at === now && cyc.afterHold &&
+      sentAt - cyc.from <= BURST_INSTANT_MS && this.#sends.atInstant(sentAt, BURST_INSTANT_MS) >= 2;
+  }
+
   /** The in-flight count of a send at `sentAt` (see `SendLog.take`). */
   #fOf(sentAt: number | undefined, refused: boolean): number | undefined {
     return sentAt === undefined ? undefined : this.#sends.take(sentAt, refused);
@@ -858,6 +868,17 @@ export class RampupController {
           // probed until a send is admitted, at the pace of the first run.
           return this.#loneRefused(now, knobs);
         }
+      } else if (
+        f <= this.#capLimit && this.#capLimit !== Infinity && this.#inBurstAfterHold(now, sentAt)
+      ) {
+        // Refused under a supposed cap in the burst every free slot sent at
+        // one instant when a server hold ended: a site that takes no such
+        // burst (a GCRA, a small bucket) does that with any cap, so it says
+        // nothing of one; it is a rate, and the burst path below paces it (a
+        // bucket of 2 at 15/s, 200 ms, 1 s holds: read as a cap of 3, then 2,
+        // 7.5/s, 0.63 of its rate; 0.81 now).
+        this.#capRefuted = true;
+        this.#capLimit = Infinity;
       } else if (f <= this.#capLimit && this.#capLimit !== Infinity) {
         // Refused again under a supposed cap: the scope has pressed on the
         // site for a round trip, so what the site served says where it is.
@@ -996,9 +1017,7 @@ export class RampupController {
     // that the pace before it was too fast (a 25.7/s GCRA with a burst of 4
     // at 258 ms: seven sent at a 1 s hold's end, three refused, read as
     // "refused at 8.94/s" and kept under it: 0.31; 0.58 now).
-    const cyc = this.#cycle;
-    const afterHold = atOnce && cyc !== undefined && cyc.at === now && cyc.afterHold &&
-      sentAt - cyc.from <= BURST_INSTANT_MS;
+    const afterHold = atOnce && this.#inBurstAfterHold(now, sentAt);
     const burst = afterHold || (this.limits.mode === "rampup" && atOnce &&
       // Few admitted before: a bucket or a window that ran out after a run of
       // admits refuses a burst too, and there the rate was too fast.
