@@ -1458,6 +1458,25 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     }
   });
 
+  it("a refusal on its way of a send made at one instant with another is no pace refused", () => {
+    // A strict spacer of 30/s at 259 ms: the first answer freed a slot and
+    // slow start added one, two sends at one instant, the second refused.
+    // Its gap to the send before that instant (259 ms) was read as a pace
+    // refused, 3.86/s, and halved: 0.12 of the site's rate.
+    const site: ZooSiteSpec = {
+      name: "spacer 30/s",
+      limiter: { shape: "token-bucket", ratePerSec: 30, burst: 1 },
+      latencyMs: 259,
+      status: 429,
+      retryAfter: "date",
+    };
+    const r = runZooCrawl({ site, pages: 200, settings: { retry: { times: 10 } }, events: true });
+    const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    expect(why.filter((w) => w.startsWith("refused on its way"))).toEqual([]);
+    expect(r.ok).toBe(200);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.25);
+  });
+
   it("a bucket whose burst ran out just as slow start reached its top is a rate, not a concurrency cap", () => {
     // Refused with 8 in flight, then again with 7 after the Retry-After hold
     // (the site had served 7 at once): lowering the cap one by one, a second

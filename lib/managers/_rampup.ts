@@ -520,6 +520,12 @@ export class RampupController {
   #refusedOnTheWay(sentAt: number): void {
     if (!this.#lastCutWasRate || this.rate === Infinity || this.#firstAdmits > BURST_MIN) return;
     if (this.#windowRate > 0) return;
+    // Sent at one instant with another: the site refused a burst, which the
+    // cut already answered; the gap to an earlier send says nothing (a
+    // strict spacer of 30/s at 259 ms: two sent at once at the first answer,
+    // the second refused, read as "too fast at 3.86/s": 0.12 of its rate;
+    // 0.28 now).
+    if (this.#sends.atInstant(sentAt, BURST_INSTANT_MS) >= 2) return;
     const g = this.#gapRate(sentAt);
     // A pace that went a round without a refusal is refuted only by a gap
     // no shorter than its own: one sent at the refused pace above it, on its
