@@ -1393,6 +1393,28 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     expect(r.efficiency).toBeGreaterThanOrEqual(0.55);
   });
 
+  it("the bound of a cut floored at most of the last quiet pace lies above it, between that pace and the refused one", () => {
+    // Floored to 17.4/s, the scope kept the bound the estimate read (18.2/s)
+    // and converged under it at once: 0.85. (Where the floor lay above that
+    // bound, the scope sat above it and never stepped again: a cap of 4
+    // mixed with a 12/s bucket, 0.69 on the outside check.)
+    const site: ZooSiteSpec = {
+      name: "bucket 21/s of 11",
+      limiter: { shape: "token-bucket", ratePerSec: 21, burst: 11 },
+      latencyMs: 185,
+      latencyJitter: 0.5,
+      status: 503,
+    };
+    const r = runZooCrawl({ site, pages: 200, settings: { retry: { times: 10 } }, events: true });
+    const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    const cut = why.indexOf("refused at 45.28/s, admitted 17.14/s: rate 17.39/s");
+    expect(cut).toBeGreaterThan(0);
+    expect(why[cut + 1]).toBe("quiet at 17.39/s: halfway to 35.06/s");
+    expect(r.ok).toBe(200);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.95);
+    expect(r.refused / r.requests).toBeLessThanOrEqual(0.05);
+  });
+
   it("a refusal on its way at a cap's cut, sent with fewer in flight, lowers the cap", () => {
     // Refusals of several sends come back together; the cap was read from
     // the one with most in flight and the others, sent with fewer, were

@@ -1212,8 +1212,15 @@ export class RampupController {
       // second at 177 ms with 1 s holds, quiet at 39.5/s, refused at 43.4/s,
       // "admitted 17.86/s": cut to 17/s, 0.48; 0.56 now). Not all of it: a
       // saved burst may have carried that round too.
-      if (this.#lastQuiet > 0 && this.#lastQuiet < pace) {
-        next = Math.max(next, QUIET_FLOOR * this.#lastQuiet);
+      if (this.#lastQuiet > 0 && this.#lastQuiet < pace && next < QUIET_FLOOR * this.#lastQuiet) {
+        next = QUIET_FLOOR * this.#lastQuiet;
+        // The bound read from the estimate is as low: between the quiet pace
+        // and the refused one instead (under the floor, the scope sat above
+        // its bound and never stepped again: a cap of 4 mixed with a 12/s
+        // bucket paced at 8.19/s under a bound of 6.97/s for 20 s, 0.69).
+        // A bucket of 11 at 21/s, 185 ms ± 50%: floored to 17.4/s under a
+        // bound of 18.2/s read from "admitted 17.14/s", 0.85; 0.98 now.
+        this.#hi = Math.max(this.#hi, (this.#lastQuiet + pace) / 2);
       }
       why = `refused at ${fmt(pace)}/s, admitted ${fmt(est)}/s: rate ${fmt(next)}/s`;
     }
