@@ -566,22 +566,21 @@ export class RampupController {
   #capWayAdmitted(): void {
     const f = this.#capWayF;
     this.#capWayF = Infinity;
-    if (f === Infinity || this.#capRefuted || this.rate !== Infinity || !(f - 1 < this.#capLimit)) {
-      return;
-    }
+    if (this.#capRefuted || this.rate !== Infinity || !(f - 1 < this.#capLimit)) return;
     this.#capLimit = f - 1;
     this.#capUpTo = 0;
     this.#paceLater(Infinity, `refused on its way with ${f} in flight: concurrency cap ${f - 1}`);
   }
 
   /**
-   * Whether the send at `sentAt`, refused now, went in the burst every free
-   * slot sent at one instant when a server hold ended (see `HoldCycle`).
+   * Whether the send at `sentAt`, refused now, went at the instant every free
+   * slot sends when a server hold ended (see `HoldCycle`); whether others
+   * went with it (a burst) is the caller's to check.
    */
-  #inBurstAfterHold(now: number, sentAt: number): boolean {
+  #sentAtHoldEnd(now: number, sentAt: number): boolean {
     const cyc = this.#cycle;
     return cyc !== undefined && cyc.at === now && cyc.afterHold &&
-      sentAt - cyc.from <= BURST_INSTANT_MS && this.#sends.atInstant(sentAt, BURST_INSTANT_MS) >= 2;
+      sentAt - cyc.from <= BURST_INSTANT_MS;
   }
 
   /** The in-flight count of a send at `sentAt` (see `SendLog.take`). */
@@ -875,7 +874,8 @@ export class RampupController {
           return this.#loneRefused(now, knobs);
         }
       } else if (
-        f <= this.#capLimit && this.#capLimit !== Infinity && this.#inBurstAfterHold(now, sentAt)
+        f <= this.#capLimit && this.#capLimit !== Infinity && this.#sentAtHoldEnd(now, sentAt) &&
+        this.#sends.atInstant(sentAt, BURST_INSTANT_MS) >= 2
       ) {
         // Refused under a supposed cap in the burst every free slot sent at
         // one instant when a server hold ended: a site that takes no such
@@ -1023,7 +1023,7 @@ export class RampupController {
     // that the pace before it was too fast (a 25.7/s GCRA with a burst of 4
     // at 258 ms: seven sent at a 1 s hold's end, three refused, read as
     // "refused at 8.94/s" and kept under it: 0.31; 0.58 now).
-    const afterHold = atOnce && this.#inBurstAfterHold(now, sentAt);
+    const afterHold = atOnce && this.#sentAtHoldEnd(now, sentAt);
     const burst = afterHold || (this.limits.mode === "rampup" && atOnce &&
       // Few admitted before: a bucket or a window that ran out after a run of
       // admits refuses a burst too, and there the rate was too fast.
