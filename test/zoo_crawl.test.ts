@@ -184,6 +184,26 @@ describe("createZooLimiter()", () => {
     expect(() =>
       createZooLimiter({ name: "f", limiter: { shape: "none" }, latencyMs: 1, errorRate: 1 })
     ).toThrow(/'errorRate' must be a number from 0 to below 1: current value is 1/);
+    // A JavaScript caller's typo in a string field, silently a site that
+    // announced nothing before (a crawl then read as 25 times its ideal).
+    const plain = { name: "s", limiter: { shape: "none" }, latencyMs: 1 } as const;
+    const bad: [Record<string, unknown>, RegExp][] = [
+      [{ announce: "draft6" }, /'announce' must be "none", "ietf", .*: current value is draft6/],
+      [
+        { announceOn: "errors" },
+        /'announceOn' must be "all" or "refusals": current value is errors/,
+      ],
+      [{ status: 500 }, /'status' must be 429 or 503: current value is 500/],
+      [{ retryAfter: "exact" }, /'retryAfter' must be .*"date": current value is exact/],
+    ];
+    for (const [field, message] of bad) {
+      expect(() => createZooLimiter({ ...plain, ...field } as unknown as ZooSiteSpec)).toThrow(
+        message,
+      );
+    }
+    for (const ok of [{ announce: "x-delta" }, { status: 503 }, { retryAfter: 2 }]) {
+      expect(() => createZooLimiter({ ...plain, ...ok } as ZooSiteSpec)).not.toThrow();
+    }
   });
 
   it("createZooLimiter() with a sliding-window counter weighs the previous window by the share the span still covers", () => {
@@ -1017,16 +1037,19 @@ describe("flakySites()", () => {
  * Crawls each site of `table` (200 pages, 3 ms of jitter each way) and
  * checks that it reaches its efficiency with at most its share refused.
  */
-function expectEachReaches(table: readonly [ZooSiteSpec, number, number][]): void {
+function expectEachReaches(
+  table: readonly [ZooSiteSpec, number, number][],
+  pages = 200,
+): void {
   for (const [site, atLeast, refusedAtMost] of table) {
     const r = runZooCrawl({
       site,
-      pages: 200,
+      pages,
       outboundJitterMs: 3,
       inboundJitterMs: 3,
       settings: { retry: { times: 10 } },
     });
-    expect({ site: site.name, ok: r.ok }).toEqual({ site: site.name, ok: 200 });
+    expect({ site: site.name, ok: r.ok }).toEqual({ site: site.name, ok: pages });
     expect({ site: site.name, atLeast: r.efficiency >= atLeast }).toEqual({
       site: site.name,
       atLeast: true,
@@ -1111,6 +1134,29 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
       0.85,
       0,
     ]));
+  });
+
+  it("a window of more than the scope keeps sends for, told by epoch resets, is tried shorter from the window's first send", () => {
+    // 80 per 2 s: a window's end told as the next whole epoch second is up
+    // to a second late. A limit this large is more sends than the scope
+    // keeps to tell when a slot frees, so the try of a whole-second window
+    // starts from the window's first send; before, it never tried and
+    // waited out each told reset (0.66 and 0.91 of the ideal).
+    // [site, at least this efficiency, none refused]
+    expectEachReaches(
+      (["request", "first-use"] as const).map((anchor) => [
+        {
+          name: `fixed 80/2 s x-epoch ${anchor}`,
+          limiter: { shape: "fixed-window", quota: 80, windowMs: 2_000, anchor },
+          latencyMs: 17,
+          announce: "x-epoch",
+          retryAfter: "seconds",
+        },
+        0.93,
+        0,
+      ]),
+      500,
+    );
   });
 
   it("a limit told on 429s only is tried higher where the site admits more (a bucket's size), obeyed where its window is said", () => {

@@ -181,6 +181,14 @@ interface Verdict {
   readonly release?: () => void;
 }
 
+const RETRY_AFTERS = ["none", "seconds", "date"] as const;
+const ANNOUNCES: readonly Announce[] = ["none", "ietf", "legacy", "x-epoch", "x-delta"];
+
+/** Whether an optional field is absent or one of `values` (a JavaScript caller's typo is caught). */
+function oneOf(value: unknown, values: readonly unknown[]): boolean {
+  return value === undefined || values.includes(value);
+}
+
 function invalid(name: string, expected: string, value: unknown): RangeError {
   return new RangeError(
     `Cannot create zoo site as '${name}' must be ${expected}: current value is ${String(value)}`,
@@ -210,9 +218,20 @@ export function validateZooSpec(spec: ZooSiteSpec): void {
   const e = spec.errorRate ?? 0;
   if (!(e >= 0 && e < 1)) throw invalid("errorRate", "a number from 0 to below 1", e);
   const ra = spec.retryAfter;
-  if (typeof ra === "number" && !(Number.isInteger(ra) && ra >= 0)) {
-    throw invalid("retryAfter", "a whole number of seconds >= 0", ra);
+  if (typeof ra === "number" ? !(Number.isInteger(ra) && ra >= 0) : !oneOf(ra, RETRY_AFTERS)) {
+    throw invalid(
+      "retryAfter",
+      'a whole number of seconds >= 0, "none", "seconds" or "date"',
+      ra,
+    );
   }
+  if (!oneOf(spec.announce, ANNOUNCES)) {
+    throw invalid("announce", '"none", "ietf", "legacy", "x-epoch" or "x-delta"', spec.announce);
+  }
+  if (!oneOf(spec.announceOn, ["all", "refusals"])) {
+    throw invalid("announceOn", '"all" or "refusals"', spec.announceOn);
+  }
+  if (!oneOf(spec.status, [429, 503])) throw invalid("status", "429 or 503", spec.status);
   switch (l.shape) {
     case "token-bucket":
       positive("limiter.ratePerSec", l.ratePerSec);
