@@ -26,10 +26,10 @@
  * virtual time (`bench/outside/virtual.ts`), once per seed, in seconds: a
  * table of efficiency / refused share per seed and a summary line per mode.
  *
- * `--virtual --drawn 1-40 [--list]`: instead, twelve sites per seed drawn
+ * `--virtual --drawn 1-40 [--list | --list-all]`: instead, twelve sites per seed drawn
  * with random parameters from the same limiters (`bench/outside/drawn.ts`),
  * in virtual time: a summary per limiter kind and mode (`--list`: each crawl
- * under the target or over 5% refused).
+ * under the target or over 5% refused; `--list-all`: every crawl).
  *
  * @module
  */
@@ -288,7 +288,13 @@ function virtualTables(
 }
 
 /** `--virtual --drawn A-B`: drawn sites per limiter kind; Markdown. */
-function drawnTables(modes: readonly Mode[], from: number, to: number, list: boolean): string {
+function drawnTables(
+  modes: readonly Mode[],
+  from: number,
+  to: number,
+  list: boolean,
+  listAll = false,
+): string {
   const sites: DrawnSite[] = [];
   for (let seed = from; seed <= to; seed++) sites.push(...drawnSites(seed));
   const out: string[] = [];
@@ -309,7 +315,7 @@ function drawnTables(modes: readonly Mode[], from: number, to: number, list: boo
       if (share > 0.05) k.refused++;
       all.push(r.efficiency);
       shares.push(share);
-      if (r.efficiency < target || share > 0.05) {
+      if (listAll || r.efficiency < target || share > 0.05) {
         misses.push([
           spec.name,
           spec.shape,
@@ -401,7 +407,15 @@ async function main(argv: readonly string[]): Promise<number> {
         console.error(`--drawn takes seeds as A-B (or one seed): current value is ${drawn}`);
         return 2;
       }
-      console.log(drawnTables(modes, from!, to ?? from!, argv.includes("--list")));
+      console.log(
+        drawnTables(
+          modes,
+          from!,
+          to ?? from!,
+          argv.includes("--list") || argv.includes("--list-all"),
+          argv.includes("--list-all"),
+        ),
+      );
       return 0;
     }
     const seeds = (argValue(argv, "seeds") ?? "1,2,3").split(",").map(Number);

@@ -875,6 +875,15 @@ export class AnnouncedWindow {
   freedBy(windowMs = this.windowMs): number {
     const sent = this.#sent;
     const n = this.limit;
+    if (n > SENDS_FOR_FREED && windowMs > 0 && !this.inferred) {
+      // More sends than the scope keeps: the window's first send (answered
+      // with `limit - 1` left, see `windowEndBy`) is the `limit`-th last of
+      // a fixed window spent in full (a window of 76 per 2 s told by epoch
+      // resets never tried its length, and waited each told reset, up to a
+      // second late: 0.67 of its rate).
+      const first = this.#windowFirstSent;
+      return Number.isNaN(first) ? Infinity : first + windowMs * (1 + FREED_MARGIN);
+    }
     if (sent === undefined || !(windowMs > 0) || !(n <= this.#sentCount)) return Infinity;
     return sent[(this.#sentCount - n) % SENDS_FOR_FREED]! + windowMs * (1 + FREED_MARGIN);
   }
