@@ -1159,6 +1159,87 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     );
   });
 
+  it("a sliding-window counter that tells its current window's end as the reset is not waited out each window", () => {
+    // A counter (Cloudflare's, Upstash's) weighs the last window's count on
+    // the current one and frees room all the time; told "0 left until the
+    // window's end" right after a busy window, the scope waited that end out
+    // and sent every other window (0.52, 0.78, 0.60 before). A sliding log
+    // (resets its oldest request's) and a fixed window are not read as one:
+    // none refused there. [site, at least this efficiency, at most this share refused]
+    const counter = (quota: number, windowMs: number) =>
+      ({ shape: "sliding-counter", quota, windowMs }) as const;
+    const rows: [ZooSiteSpec, number, number][] = [
+      [
+        {
+          name: "counter 80/2 s ietf",
+          limiter: counter(80, 2_000),
+          latencyMs: 17,
+          announce: "ietf",
+        },
+        0.85,
+        0.01,
+      ],
+      [
+        {
+          name: "counter 80/2 s x-epoch 120 ms",
+          limiter: counter(80, 2_000),
+          latencyMs: 120,
+          announce: "x-epoch",
+        },
+        0.85,
+        0.01,
+      ],
+      [
+        {
+          name: "counter 50/10 s x-delta",
+          limiter: counter(50, 10_000),
+          latencyMs: 17,
+          announce: "x-delta",
+        },
+        0.7,
+        0,
+      ],
+      [
+        {
+          name: "log 30/2 s ietf",
+          limiter: { shape: "sliding-window", quota: 30, windowMs: 2_000 },
+          latencyMs: 17,
+          announce: "ietf",
+        },
+        0.9,
+        0,
+      ],
+      [
+        // More than the 64 sends a scope keeps: its try of a window from the
+        // window's first send is not made from an older window's.
+        {
+          name: "log 80/2 s ietf",
+          limiter: { shape: "sliding-window", quota: 80, windowMs: 2_000 },
+          latencyMs: 17,
+          announce: "ietf",
+        },
+        0.8,
+        0,
+      ],
+      [
+        {
+          name: "log 50/10 s x-delta",
+          limiter: { shape: "sliding-window", quota: 50, windowMs: 10_000 },
+          latencyMs: 17,
+          announce: "x-delta",
+        },
+        0.9,
+        0,
+      ],
+    ];
+    expectEachReaches(
+      rows.map((
+        [site, atLeast, refused],
+      ) => [{ ...site, retryAfter: "seconds" }, atLeast, refused]),
+      500,
+    );
+  });
+
   it("a limit told on 429s only is tried higher where the site admits more (a bucket's size), obeyed where its window is said", () => {
     // [site, at least this efficiency, at most this share refused]; 3 ms of
     // jitter each way. Before the tries the two buckets ran at exactly their

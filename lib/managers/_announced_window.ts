@@ -385,6 +385,119 @@ export class AnnouncedWindow {
     this.#lastSentAt = sentAt;
   }
 
+  /**
+   * Whether the site counts requests older than its window: a sliding-window
+   * counter (Cloudflare's, Upstash's) weighs the last window's count on the
+   * current one and tells its current window's end as the reset, while it
+   * frees room all the time as that weight falls. Waiting out each reset
+   * from a spent budget ran at half its rate or less (zoo: 50 per 10 s
+   * 0.60, 80 per 2 s 0.52); a spent budget now waits a slot's time after
+   * the last send, and the rolled windows pace at the window's rate. Read
+   * by `counterSeen`; a send that reading let out refused undoes it for good.
+   */
+  slidingCounter = false;
+  /** A send the counter's reading let out was refused: not read again. */
+  #counterRefuted = false;
+  /** The scope's sends per eighth of a window, the latest eighth at `#binAt` (see `#sentWithin`). */
+  #bins: Uint32Array | undefined;
+  #binMs = Number.NaN;
+  #binAt = 0;
+
+  /**
+   * An answer told `remaining` left of `limit` (`refused`: a refusal's). What
+   * a fixed window has left is the limit less what the scope sent since it
+   * began, and a sliding log's the limit less what it sent within a window:
+   * with what the scope sent within a window, at least the limit either way.
+   * Far less (under a quarter of it) and the site still counts requests
+   * older than its window: a sliding-window counter just after its window
+   * rolled over a busy one.
+   */
+  counterSeen(
+    now: number,
+    sentAt: number | undefined,
+    resetAt: number,
+    remaining: number,
+    refused: boolean,
+  ): void {
+    const heldTo = this.#heldTo;
+    if (sentAt !== undefined && sentAt >= heldTo) this.#heldTo = Infinity;
+    if (refused) {
+      if (this.slidingCounter) {
+        // A send a slot after the last one refused: no counter after all.
+        this.slidingCounter = false;
+        this.#counterRefuted = true;
+      }
+      return;
+    }
+    if (this.slidingCounter || this.#counterRefuted || !(this.limit >= COUNTER_LIMIT_MIN)) return;
+    if (remaining + this.#sentWithin(now) < this.limit / 4) this.slidingCounter = true;
+    else if (
+      sentAt !== undefined && sentAt >= heldTo && remaining < 1 &&
+      resetAt > heldTo + Math.max(this.windowMs / 2, COUNTER_JUMP_MS)
+    ) {
+      // The first send after a hold until the told reset: spent again, and
+      // the reset now a window later. A fixed window's new one has nearly
+      // all of it left; a sliding log's reset is its next oldest request's
+      // (a moment later, but for rounding to whole seconds); a counter
+      // still weighs the busy window before (80 per 2 s: every other window
+      // was waited out, 0.52).
+      this.slidingCounter = true;
+    }
+  }
+
+  /** Where the last hold of a spent budget until the told reset ended (Infinity: answered since). */
+  #heldTo = Infinity;
+
+  /** A spent budget is held until `until`, the told reset. */
+  heldToReset(until: number): void {
+    this.#heldTo = until;
+  }
+
+  /**
+   * Sends in the last window up to `now`, or a few more: counted by eighths
+   * of a window, the current one and the eight before (an eighth more than
+   * the window, never less).
+   */
+  #sentWithin(now: number): number {
+    const bins = this.#bins;
+    if (bins === undefined || !(this.#binMs === this.windowMs / COUNTER_EIGHTHS)) return Infinity;
+    this.#advanceBins(now);
+    let n = 0;
+    for (let i = 0; i < bins.length; i++) n += bins[i]!;
+    return n;
+  }
+
+  #advanceBins(now: number): void {
+    const bins = this.#bins!;
+    const at = Math.floor(now / this.#binMs);
+    if (at <= this.#binAt) return;
+    for (let i = this.#binAt + 1; i <= at && i <= this.#binAt + bins.length; i++) {
+      bins[i % bins.length] = 0;
+    }
+    this.#binAt = at;
+  }
+
+  /** A send at `now`, counted for `#sentWithin`. */
+  #countSend(now: number): void {
+    const w = this.windowMs;
+    if (!(w > 0) || !(this.limit >= COUNTER_LIMIT_MIN) || this.slidingCounter) return;
+    if (this.#bins === undefined || this.#binMs !== w / COUNTER_EIGHTHS) {
+      // New, or another window: counted afresh.
+      this.#bins = new Uint32Array(COUNTER_EIGHTHS + 1);
+      this.#binMs = w / COUNTER_EIGHTHS;
+      this.#binAt = Math.floor(now / this.#binMs);
+    }
+    this.#advanceBins(now);
+    const bins = this.#bins;
+    bins[this.#binAt % bins.length]!++;
+  }
+
+  /** When a spent budget of a sliding-window counter may send again: a slot's time after the last send. */
+  counterFreedBy(now: number): number {
+    const slot = this.windowMs / Math.max(1, this.limit - 1);
+    return Math.max(now, this.lastSentAt + slot);
+  }
+
   /** Whether `windowMs` was announced (a policy's `w`) rather than inferred from resets. */
   windowSaid = false;
   /** Whether resets came as epoch times in whole seconds (see `windowToTry`). */
@@ -478,7 +591,7 @@ export class AnnouncedWindow {
     }
     const w = this.windowMs;
     if (w > 0 && this.limit >= 1) {
-      const freed = this.#anchorBySends && !this.inferred ? this.freedBy(w) : Infinity;
+      const freed = this.#anchorBySends && !this.inferred ? this.freedBy(now, w) : Infinity;
       if (freed > now && freed - now < w) {
         // Not yet: the window the scope's first send of the last one began.
         this.resetAt = freed;
@@ -646,6 +759,7 @@ export class AnnouncedWindow {
   }
 
   onSent(now: number): void {
+    this.#countSend(now);
     if (now >= this.#freshFrom) this.#freshSent++;
     if (now >= this.#windowFrom) this.#blindSent++;
     if (now >= this.#firstFrom && !(this.#firstSentAt >= this.#firstFrom)) this.#firstSentAt = now;
@@ -871,8 +985,9 @@ export class AnnouncedWindow {
    * window frees the slot of its oldest request then; a fixed window began
    * before that send, and so resets before then too. Resets are announced in
    * whole seconds (up to a second late), this is as late as the sends say.
+   * `now`: the time of asking (a slot freed before it is no news).
    */
-  freedBy(windowMs = this.windowMs): number {
+  freedBy(now: number, windowMs = this.windowMs): number {
     const sent = this.#sent;
     const n = this.limit;
     if (n > SENDS_FOR_FREED && windowMs > 0 && !this.inferred) {
@@ -881,8 +996,11 @@ export class AnnouncedWindow {
       // a fixed window spent in full (a window of 76 per 2 s told by epoch
       // resets never tried its length, and waited each told reset, up to a
       // second late: 0.67 of its rate).
-      const first = this.#windowFirstSent;
-      return Number.isNaN(first) ? Infinity : first + windowMs * (1 + FREED_MARGIN);
+      // Not once that time has passed (`now`): the first send was of an
+      // older window (a sliding window's `remaining` seldom comes back to
+      // `limit - 1` under load).
+      const end = this.#windowFirstSent + windowMs * (1 + FREED_MARGIN);
+      return end > now ? end : Infinity;
     }
     if (sent === undefined || !(windowMs > 0) || !(n <= this.#sentCount)) return Infinity;
     return sent[(this.#sentCount - n) % SENDS_FOR_FREED]! + windowMs * (1 + FREED_MARGIN);
@@ -1019,6 +1137,12 @@ const SENDS_FOR_FREED = 64;
 /** A slot freed by the scope's own sends is counted free this share of the window later (arrivals come after sends). */
 const FREED_MARGIN = 0.02;
 
+/** The least jump of a told reset past a hold's end that reads as a new window (see `counterSeen`). */
+const COUNTER_JUMP_MS = 1_500;
+/** What `counterSeen` counts the scope's sends in: eighths of a window. */
+const COUNTER_EIGHTHS = 8;
+/** Limits this small are not read as sliding-window counters (a few in flight are a quarter). */
+const COUNTER_LIMIT_MIN = 8;
 /** Resets told this soon or sooner may be a whole second's rounding: holds try shorter (see `earlyEnd`). */
 const EARLY_UP_TO_MS = 1_100;
 /**
