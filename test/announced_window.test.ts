@@ -192,3 +192,76 @@ describe("AnnouncedWindow: a window told on refusals only that begins at a first
     expect(a.waitMs(7_050)).toBeLessThanOrEqual(0);
   });
 });
+
+describe("AnnouncedWindow.counterSeen(): a sliding-window counter told apart from a fixed window and a sliding log", () => {
+  /** A window of `limit` per 2000 ms told at 0, with `sends` sends at the given times. */
+  function told(limit: number, sends: readonly number[]): AnnouncedWindow {
+    const a = new AnnouncedWindow();
+    a.windowMs = 2_000;
+    a.told(0, limit, false, 0);
+    a.start(0, 2_000, limit);
+    for (const t of sends) a.onSent(t);
+    return a;
+  }
+  const burst = (n: number, from: number, gap: number) =>
+    Array.from({ length: n }, (_, i) => from + i * gap);
+
+  it("AnnouncedWindow.counterSeen() reads what is left plus what was sent within a window (by eighths, never fewer)", () => {
+    // [what the scope sent, when the answer came, remaining, refused, read as a counter]
+    const table: [string, readonly number[], number, number, boolean, boolean][] = [
+      // 80 sent in the first 400 ms; 2.1 s later none left although only a
+      // few of them fall within the last window: the site counts older ones.
+      ["counter after a busy window", burst(80, 0, 5), 2_500, 0, false, true],
+      // The same answer while the burst is still within a window: a fixed
+      // window or a log says the same, nothing to read.
+      ["the burst still within the window", burst(80, 0, 5), 1_000, 0, false, false],
+      // A fixed window's new one: nearly all of it left.
+      ["a fixed window's new one", burst(80, 0, 5), 2_500, 78, false, false],
+      // A refusal's answer reads nothing (a refused send counted by the scope
+      // may not be counted by the site).
+      ["a refusal", burst(80, 0, 5), 2_500, 0, true, false],
+      // Limits under 8 are not read: a few in flight are a quarter of them.
+      ["a limit of 6", burst(6, 0, 5), 2_500, 0, false, false],
+    ];
+    for (const [name, sends, at, remaining, refused, counter] of table) {
+      const limit = sends.length;
+      const a = told(limit, sends);
+      a.counterSeen(at, undefined, at + 1_000, remaining, refused);
+      expect({ name, counter: a.slidingCounter }).toEqual({ name, counter });
+    }
+  });
+
+  it("AnnouncedWindow.counterSeen() reads a budget spent again right after a hold until the told reset, the reset a window later", () => {
+    // [the reset the next answer tells, remaining, read as a counter]
+    const table: [number, number, boolean][] = [
+      [4_000, 0, true], // a window later: a counter still weighing the last one
+      [3_100, 0, false], // 1.1 s later: a whole second's rounding, a log's next oldest
+      [4_000, 5, false], // some left: nothing to read
+    ];
+    for (const [resetAt, remaining, counter] of table) {
+      // 20 sent within the last window (a log would count them all): the
+      // first reading cannot tell, only the hold's.
+      const a = told(20, burst(20, 1_000, 40));
+      a.heldToReset(2_000);
+      a.counterSeen(2_050, 2_000, resetAt, remaining, false);
+      expect({ resetAt, remaining, counter: a.slidingCounter }).toEqual({
+        resetAt,
+        remaining,
+        counter,
+      });
+    }
+  });
+
+  it("AnnouncedWindow.counterSeen(): a refusal of a send the reading let out undoes it for good", () => {
+    const a = told(80, burst(80, 0, 5));
+    a.counterSeen(2_500, undefined, 3_500, 0, false);
+    expect(a.slidingCounter).toBe(true);
+    // A slot after the last send, not the window's end.
+    expect(a.counterFreedBy(2_500)).toBe(2_500);
+    expect(a.counterFreedBy(0)).toBeCloseTo(395 + 2_000 / 79, 9);
+    a.counterSeen(2_600, undefined, 3_500, 0, true);
+    expect(a.slidingCounter).toBe(false);
+    a.counterSeen(4_600, undefined, 5_500, 0, false);
+    expect(a.slidingCounter).toBe(false);
+  });
+});
