@@ -1240,6 +1240,24 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     );
   });
 
+  it("a sliding log told by epoch resets is paced at its rate once its window's length is found", () => {
+    // Its `remaining` seldom comes back to `limit - 1` under load, so the
+    // send that began "the window" was long past, and the budget was spread
+    // to an end already gone: one burst a told window, a third of the rate
+    // (0.62 before). [site, at least this efficiency, none refused]
+    expectEachReaches([[
+      {
+        name: "log 30/2 s x-epoch",
+        limiter: { shape: "sliding-window", quota: 30, windowMs: 2_000 },
+        latencyMs: 17,
+        announce: "x-epoch",
+        retryAfter: "seconds",
+      },
+      0.85,
+      0,
+    ]], 500);
+  });
+
   it("a limit told on 429s only is tried higher where the site admits more (a bucket's size), obeyed where its window is said", () => {
     // [site, at least this efficiency, at most this share refused]; 3 ms of
     // jitter each way. Before the tries the two buckets ran at exactly their

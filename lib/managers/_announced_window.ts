@@ -1058,11 +1058,16 @@ export class AnnouncedWindow {
    * `remaining` after `limit - 1`) plus that length. An epoch reset told a
    * second late spreads the budget no slower than the window allows.
    */
-  windowEndBy(sentAt: number | undefined, remaining: number): number {
+  windowEndBy(now: number, sentAt: number | undefined, remaining: number): number {
     if (sentAt !== undefined && remaining >= this.limit - 1) this.#windowFirstSent = sentAt;
-    return this.#windowHi === Infinity || Number.isNaN(this.#windowFirstSent)
+    const end = this.#windowHi === Infinity || Number.isNaN(this.#windowFirstSent)
       ? Infinity
       : this.#windowFirstSent + this.#windowHi * (1 + FREED_MARGIN);
+    // Not once it has passed: the first send was of an older window (a
+    // sliding log's `remaining` seldom comes back to `limit - 1` under load,
+    // and a budget spread to an end already past went as one burst a window:
+    // 30 per 2 s told by epoch resets ran at a third of its rate).
+    return end > now ? end : Infinity;
   }
 
   #windowFirstSent = Number.NaN;

@@ -582,7 +582,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       const others = this.#active > 0 ? this.#active - 1 : 0;
       const end = Math.min(
         a.earlyScaled(now, resetAt, resetInMs),
-        a.windowEndBy(sentAt, remaining),
+        a.windowEndBy(now, sentAt, remaining),
       );
       const budget = Math.floor(remaining) - others;
       a.start(now, end, budget);
