@@ -782,15 +782,22 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     // 3 per window, no window said; resets as epoch whole seconds. The first
     // answer tells a reset 2 s after the first send, so the window reads as
     // 2 s; it may be 1 s, its reset rounded up to the next whole second.
-    const run = (answer: "admitted" | "refused") => {
+    const run = (answer: "admitted" | "refused" | "admitted, none left") => {
       const m = manager({ delayMs: 0, concurrency: 8 });
-      const told = (now: number, left: number, resetAt: number, sentAt: number) =>
+      const told = (
+        now: number,
+        left: number,
+        resetAt: number,
+        sentAt: number,
+        refused = false,
+      ) =>
         m.recordAnnounced(now, {
           limit: 3,
           remaining: left,
           resetInMs: resetAt - now,
           resetIsEpoch: true,
           sentAt,
+          refused,
         });
       told(30, 2, 2_000, 0);
       for (const t of [0, 10, 20]) m.recordSent(t);
@@ -800,8 +807,17 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
       m.recordSent(1_030);
       if (answer === "refused") {
         // The told reset was on time: held until it, and no more tries.
-        told(1_060, 0, 2_000, 1_030);
+        told(1_060, 0, 2_000, 1_030, true);
         return [tried, m.state(1_060).holdUntil];
+      }
+      if (answer === "admitted, none left") {
+        // A sliding log frees one slot and the send took it: the length
+        // holds, and the next spent budget is held a window after the
+        // third-last send (the try's send, 10 ms late, counts 1,010 ms).
+        told(1_060, 0, 3_000, 1_030);
+        for (const t of [1_070, 1_080]) m.recordSent(t);
+        told(1_100, 0, 3_000, 1_080);
+        return [tried, m.state(1_100).holdUntil];
       }
       // A new window (its reset told 2 s on): the window is at most 1 s and
       // 10 ms (the send went 10 ms after the hold), its spent budgets are
@@ -813,6 +829,7 @@ describe("ThrottlingScopeManager.recordAnnounced() (budgets from rate-limit head
     };
     expect(run("admitted")).toEqual([1_020, 1_030 + 1_010 * 1.02]);
     expect(run("refused")).toEqual([1_020, 2_000]);
+    expect(run("admitted, none left")).toEqual([1_020, 1_030 + 1_010 * 1.02]);
     // Delta resets are not tried shorter (answers at several times narrow them).
     const delta = manager({ delayMs: 0, concurrency: 8 });
     delta.recordAnnounced(30, { limit: 3, remaining: 2, resetInMs: 1_970, sentAt: 0 });

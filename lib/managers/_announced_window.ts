@@ -1042,12 +1042,12 @@ export class AnnouncedWindow {
    * An answer to a send at `sentAt` with `remaining` left: the first sent
    * after a try's hold tells whether the window had freed a slot by then.
    */
-  triedOut(sentAt: number, remaining: number): void {
+  triedOut(sentAt: number, remaining: number, refused: boolean): void {
     if (Number.isNaN(this.#tried) || sentAt < this.#triedUntil) return;
     // Sent later than the try's hold (a Retry-After held it longer): the
     // length it tried, as long again as the send was late.
     const tried = this.#tried + (sentAt - this.#triedUntil);
-    if (remaining >= 1) this.#windowHi = tried;
+    if (remaining >= 1 || !refused) this.#windowHi = tried;
     else this.#tryRefused = true;
     this.#tried = Number.NaN;
   }

@@ -551,7 +551,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       a.sentAt(sentAt);
     }
     if (sentAt !== undefined) {
-      a.triedOut(sentAt, remaining);
+      a.triedOut(sentAt, remaining, budget.refused === true);
       // Told before the request's own recordDone: a shortened hold's send tells now.
       a.earlyAnswered(sentAt, budget.refused !== true);
     }
