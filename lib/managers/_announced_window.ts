@@ -990,8 +990,11 @@ export class AnnouncedWindow {
   freedBy(now: number, windowMs = this.windowMs): number {
     const sent = this.#sent;
     const n = this.limit;
-    if (n > SENDS_FOR_FREED && windowMs > 0 && !this.inferred) {
-      // More sends than the scope keeps: the window's first send (answered
+    if (
+      n > SENDS_FOR_FREED && windowMs > 0 && !this.inferred && this.epochResets && !this.windowSaid
+    ) {
+      // More sends than the scope keeps, resets told by epoch (a delta told
+      // at several times narrows by itself): the window's first send (answered
       // with `limit - 1` left, see `windowEndBy`) is the `limit`-th last of
       // a fixed window spent in full (a window of 76 per 2 s told by epoch
       // resets never tried its length, and waited each told reset, up to a
