@@ -173,3 +173,47 @@ export function flakySites(): ZooSiteSpec[] {
   }
   return sites;
 }
+
+/**
+ * Sliding windows that announce their budgets: logs and sliding-window
+ * counters of 20 per second to 150 per 10 s, each with RateLimit headers
+ * (`ietf`), `X-RateLimit-*` with epoch resets and with delta resets, at 17
+ * and 120 ms. A counter tells its current window's end as the reset while it
+ * frees room all the time; a log tells its oldest request's expiry; epoch
+ * resets are a second late. The set `bench/zoo_sweep.bench.ts --set
+ * sliding-headers` crawls (500 pages each there is the table of
+ * docs/DECISIONS.md; the sweep's default of 200 finishes the larger windows
+ * within their first burst or two).
+ *
+ * @returns The sites, in a fixed order.
+ */
+export function slidingHeaderSites(): ZooSiteSpec[] {
+  const sites: ZooSiteSpec[] = [];
+  for (const shape of ["sliding-counter", "sliding-window"] as const) {
+    for (const announce of ["x-epoch", "ietf", "x-delta"] as const) {
+      for (
+        const [quota, windowMs] of [
+          [20, 1000],
+          [30, 2000],
+          [50, 10_000],
+          [80, 2000],
+          [150, 10_000],
+        ] as const
+      ) {
+        for (const latencyMs of [17, 120]) {
+          sites.push({
+            name: `${shape === "sliding-window" ? "log" : "counter"} ${quota}/${
+              windowMs / 1000
+            } s ${announce}, ${latencyMs} ms`,
+            limiter: { shape, quota, windowMs },
+            latencyMs,
+            status: 429,
+            retryAfter: "seconds",
+            announce,
+          });
+        }
+      }
+    }
+  }
+  return sites;
+}
