@@ -93,6 +93,7 @@ async function child(argv: readonly string[]): Promise<void> {
     renew: (lease) => real.renew(lease),
     publishBackoff: (m) => real.publishBackoff(m),
     messages$: real.messages$,
+    backoffs$: real.backoffs$!,
     released$: real.released$,
     close: () => real.close(),
   };

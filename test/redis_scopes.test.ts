@@ -162,6 +162,70 @@ describe("createRedisScopes()", () => {
     expect((await c!.store.acquire(["k"], one)).ok).toBe(true);
   });
 
+  it("createRedisScopes() hands over and wakes processes whose ids JSON escapes, and decodes their release for messages$", async () => {
+    const [a] = await redisProcesses(1); // p0, and the prefix's clean-up
+    // Characters Redis's cjson writes otherwise than JSON.stringify ('/', DEL), and some it escapes alike.
+    const ids = ['b/"x"\x7f é😀', "c\t\\d\n"];
+    const [b, c] = await Promise.all(ids.map(async (processId) => {
+      const client = await connectRedis();
+      const store = await createRedisScopes(client, { prefix: a!.store.prefix, processId });
+      onCleanup(() => store.close());
+      return store;
+    }));
+    const one = [{ concurrency: 1, delayMs: 0 }];
+    const s = leaseOf(await a!.store.acquire(["s"], one));
+    const t = leaseOf(await a!.store.acquire(["t"], one));
+    const parked = await b!.acquire(["s"], one, { park: true });
+    if (parked.ok || parked.parked === undefined) throw new Error("expected a parked ask");
+    expect(await c!.acquire(["t"], one)).toMatchObject({ ok: false, full: true });
+    const handedToB: HandedLease[] = [];
+    b!.handed$!.subscribe((h) => handedToB.push(h));
+    const wokenB: string[] = [];
+    b!.released$.subscribe((scopes) => wokenB.push(...scopes));
+    const wokenC: string[] = [];
+    c!.released$.subscribe((scopes) => wokenC.push(...scopes));
+    const heardByC: SharedMessage[] = [];
+    c!.messages$.subscribe((m) => heardByC.push(m));
+    // One turn, one release message: s handed to b, t c's turn.
+    await Promise.all([a!.store.release(s), a!.store.release(t)]);
+    await until(
+      () => handedToB.length === 1 && wokenC.length === 1 && heardByC.length === 1,
+      "the release message",
+    );
+    expect(handedToB[0]!.lease).toMatchObject({ id: parked.parked, scopes: ["s"] });
+    expect(wokenB).toEqual([]);
+    expect(wokenC).toEqual(["t"]);
+    const heard = heardByC[0]!;
+    if (heard.type !== "release") throw new Error("expected a release message");
+    expect(heard).toMatchObject({
+      from: "p0",
+      scopes: ["s", "t"],
+      next: ids,
+      lease: [parked.parked, ""],
+      park: ["", ""],
+    });
+    expect(Number(heard.at)).toBe(handedToB[0]!.lease.grantedAt);
+    expect((await c!.acquire(["t"], one)).ok).toBe(true);
+  });
+
+  it("createRedisScopes() tells backoffs$ the other processes' backoff messages only", async () => {
+    const [a, b] = await redisProcesses(2);
+    const heard: SharedMessage[] = [];
+    b!.store.backoffs$!.subscribe((m) => heard.push(m));
+    await a!.store.release(
+      leaseOf(await a!.store.acquire(["m"], [{ concurrency: 1, delayMs: 0 }])),
+    );
+    await a!.store.publishBackoff({ scope: "m", level: 1, cause: "status 503", hold: undefined });
+    await until(() => heard.length > 0, "the backoff message");
+    expect(heard).toEqual([{
+      type: "backoff",
+      from: "p0",
+      scope: "m",
+      level: 1,
+      cause: "status 503",
+    }]);
+  });
+
   it("createRedisScopes() parks the next ask of a process that wants more, and hands it the slot its turn brings", async () => {
     const [a, b] = await redisProcesses(2);
     const one = [{ concurrency: 1, delayMs: 0 }];

@@ -334,8 +334,17 @@ export interface RedisScopes {
    * a process that missed the message.
    */
   publishBackoff(message: Omit<SharedBackoffMessage, "type" | "from">): Promise<void>;
-  /** The other processes' messages (never this process's own). */
+  /**
+   * The other processes' messages (never this process's own). A release
+   * message is decoded whole only while this has a subscriber.
+   */
   readonly messages$: Observable<SharedMessage>;
+  /**
+   * The other processes' backoff messages, the same as on `messages$`: a
+   * subscriber that wants only these does not have every release message of
+   * the cluster decoded for it. Absent from stores that do not have it.
+   */
+  readonly backoffs$?: Observable<SharedBackoffMessage>;
   /**
    * Scopes with a released lease, from this process (at once) or another (by
    * message), for which it is this process's turn or nobody's.
@@ -551,12 +560,24 @@ const BATCH = NOW + `local channel, pid, P = ARGV[1], ARGV[2], ARGV[3]
 local leaseMs, idleMs = tonumber(ARGV[4]), tonumber(ARGV[5])
 ` + ACQUIRE + `local a = 6
 local out = {}
-local released, nexts, lids, pids = {}, {}, {}, {}
-local handedAny = false
+-- The release message, by process named (see RELEASE_MESSAGE): the scopes
+-- nobody waits for, and per process its scopes with the lease handed over
+-- and the ask parked after it ('' for none).
+local free, whos, byWho = {}, {}, {}
 local function emit(scope, who, h)
-  local r = #released + 1
-  released[r], nexts[r] = scope, who
-  if h then lids[r], pids[r] = h[1], h[2] else lids[r], pids[r] = '', '' end
+  if who == '' then
+    free[#free + 1] = scope
+    return
+  end
+  local e = byWho[who]
+  if not e then
+    e = {}
+    byWho[who] = e
+    whos[#whos + 1] = who
+  end
+  local k = #e
+  e[k + 1] = scope
+  if h then e[k + 2], e[k + 3] = h[1], h[2] else e[k + 2], e[k + 3] = '', '' end
 end
 while a <= #ARGV do
   local kind, n = ARGV[a], tonumber(ARGV[a + 1])
@@ -639,7 +660,6 @@ while a <= #ARGV do
                   redis.call('ZREM', alive, who)
                 end
                 handed[j] = {f[1], nid}
-                handedAny = true
                 if who == pid then
                   mine[#mine + 1] = scope
                   mine[#mine + 1] = f[1]
@@ -669,12 +689,14 @@ while a <= #ARGV do
     a = a + 4 + stride * n
   end
 end
-if #released > 0 then
-  local m = {type = 'release', from = pid, scopes = released, next = nexts}
-  if handedAny then
-    m.lease, m.park, m.at = lids, pids, fmt(now)
+if #free > 0 or #whos > 0 then
+  -- cjson writes an empty table as {}.
+  local m = {'\\30release\\n', cjson.encode(pid), '\\n', fmt(now), '\\n', '[]'}
+  if #free > 0 then m[6] = cjson.encode(free) end
+  for _, who in ipairs(whos) do
+    m[#m + 1] = '\\n' .. cjson.encode(who) .. '\\t' .. cjson.encode(byWho[who])
   end
-  redis.call('PUBLISH', channel, cjson.encode(m))
+  redis.call('PUBLISH', channel, table.concat(m))
 end
 return out
 `;
@@ -760,6 +782,64 @@ function checkMs(name: string, value: number, min: number): void {
   }
 }
 
+/**
+ * How the batch script writes a release message (a backoff message is JSON,
+ * written by the client): this line, the sender's id, the server time of the
+ * release, the scopes nobody waits for, then a line per process named, its id
+ * and a tab before its scopes, each with the lease handed over to it and the
+ * ask parked after that ('' for none). Ids and lists are JSON as Redis's
+ * cjson writes it, so a line break is always a separator. Every process
+ * receives every release: it looks for its own line and decodes that one
+ * and the scopes nobody waits for, not the turns of all the others.
+ */
+const RELEASE_MESSAGE = "\x1erelease\n";
+
+/**
+ * A string as the scripts' cjson writes it: JSON with '/' and DEL escaped
+ * too (checked against Redis 7.0 for every character below U+0800).
+ */
+function cjsonString(value: string): string {
+  return JSON.stringify(value).replace(/\//g, "\\/").replace(/\x7f/g, "\\u007f");
+}
+
+/** A line of a release message from its start to the next line break (or the end). */
+function lineAt(raw: string, start: number): string {
+  const end = raw.indexOf("\n", start);
+  return raw.slice(start, end < 0 ? raw.length : end);
+}
+
+function isStrings(value: unknown): value is string[] {
+  return Array.isArray(value) && value.every((v) => typeof v === "string");
+}
+
+/** A whole release message, for `messages$`; `undefined` when it is not one. */
+function decodeRelease(raw: string): SharedReleaseMessage | undefined {
+  const lines = raw.slice(RELEASE_MESSAGE.length).split("\n");
+  const from: unknown = JSON.parse(lines[0]!);
+  const free: unknown = JSON.parse(lines[2] ?? "");
+  if (typeof from !== "string" || !isStrings(free)) return undefined;
+  const scopes = [...free];
+  const next = free.map(() => "");
+  const lease = free.map(() => "");
+  const park = free.map(() => "");
+  for (let l = 3; l < lines.length; l++) {
+    const line = lines[l]!;
+    const tab = line.indexOf("\t");
+    const who: unknown = JSON.parse(line.slice(0, tab));
+    const entries: unknown = JSON.parse(line.slice(tab + 1));
+    if (typeof who !== "string" || !isStrings(entries)) return undefined;
+    for (let i = 0; i + 2 < entries.length; i += 3) {
+      scopes.push(entries[i]!);
+      next.push(who);
+      lease.push(entries[i + 1]!);
+      park.push(entries[i + 2]!);
+    }
+  }
+  return lease.some((id) => id !== "")
+    ? { type: "release", from, scopes, next, lease, park, at: lines[1]! }
+    : { type: "release", from, scopes, next };
+}
+
 /** The most acquires and releases in one script call (keeps one call's time in Redis short). */
 const MAX_BATCH = 256;
 
@@ -796,6 +876,11 @@ class RedisScopesStore implements RedisScopes {
   readonly #messages = new Subject<SharedMessage>();
   readonly #released = new Subject<readonly string[]>();
   readonly #handed = new Subject<HandedLease>();
+  readonly #backoffs = new Subject<SharedBackoffMessage>();
+  /** How this process's own release messages begin (they were handled from the reply). */
+  readonly #ownRelease: string;
+  /** The line of a release message that names this process, up to its scopes. */
+  readonly #ownLine: string;
   #subscriber: RedisScopesSubscriber | undefined;
   /** This turn's acquires and releases, not sent yet. */
   #batch: Batch | undefined;
@@ -806,6 +891,7 @@ class RedisScopesStore implements RedisScopes {
   readonly messages$: Observable<SharedMessage> = this.#messages.asObservable();
   readonly released$: Observable<readonly string[]> = this.#released.asObservable();
   readonly handed$: Observable<HandedLease> = this.#handed.asObservable();
+  readonly backoffs$: Observable<SharedBackoffMessage> = this.#backoffs.asObservable();
 
   constructor(
     client: RedisScopesClient,
@@ -821,6 +907,9 @@ class RedisScopesStore implements RedisScopes {
     this.processId = processId;
     this.#channel = `${prefix}events`;
     this.#batchHead = [this.#channel, processId, prefix, String(leaseMs), String(idleTtlMs)];
+    const id = cjsonString(processId);
+    this.#ownRelease = `${RELEASE_MESSAGE}${id}\n`;
+    this.#ownLine = `\n${id}\t`;
   }
 
   async start(subscribe: boolean): Promise<void> {
@@ -851,6 +940,10 @@ class RedisScopesStore implements RedisScopes {
   }
 
   #receive(raw: string): void {
+    if (raw.startsWith(RELEASE_MESSAGE)) {
+      if (!raw.startsWith(this.#ownRelease)) this.#receiveRelease(raw);
+      return;
+    }
     let message: SharedMessage;
     try {
       message = JSON.parse(raw) as SharedMessage;
@@ -858,24 +951,51 @@ class RedisScopesStore implements RedisScopes {
       return; // not ours: somebody else publishes on the channel
     }
     if (typeof message !== "object" || message === null || message.from === this.processId) return;
-    if (message.type === "release" && Array.isArray(message.scopes)) {
-      const { scopes, next, lease } = message;
-      let handed: boolean[] | undefined;
-      if (Array.isArray(lease) && Array.isArray(next)) {
-        for (let i = 0; i < scopes.length; i++) {
-          if (next[i] !== this.processId || typeof lease[i] !== "string" || lease[i] === "") {
-            continue;
-          }
-          (handed ??= [])[i] = true;
-          this.#hand(scopes[i]!, lease[i]!, message.park?.[i], message.at);
-        }
-      }
-      const wake = this.#myTurn(scopes, next, handed);
-      if (wake.length > 0) this.#released.next(wake);
+    if (message.type === "backoff" && typeof message.scope === "string") {
       this.#messages.next(message);
-    } else if (message.type === "backoff" && typeof message.scope === "string") {
-      this.#messages.next(message);
+      this.#backoffs.next(message);
     }
+  }
+
+  /**
+   * Another process's release (see RELEASE_MESSAGE): hands over what it
+   * handed this process, wakes the scopes it names this process for, or
+   * nobody, and only then decodes the whole message, for `messages$`.
+   */
+  #receiveRelease(raw: string): void {
+    const from = raw.indexOf("\n", RELEASE_MESSAGE.length);
+    const at = raw.indexOf("\n", from + 1);
+    if (from < 0 || at < 0) return;
+    let free: unknown;
+    let mine: unknown = [];
+    try {
+      const freeLine = lineAt(raw, at + 1);
+      free = JSON.parse(freeLine);
+      const own = raw.indexOf(this.#ownLine, at + 1 + freeLine.length);
+      if (own >= 0) mine = JSON.parse(lineAt(raw, own + this.#ownLine.length));
+    } catch {
+      return; // not ours
+    }
+    if (!isStrings(free) || !isStrings(mine)) return;
+    let wake = free;
+    const grantedAt = raw.slice(from + 1, at);
+    for (let i = 0; i + 2 < mine.length; i += 3) {
+      const scope = mine[i]!;
+      const lease = mine[i + 1]!;
+      if (lease === "") {
+        if (wake === free) wake = [...free];
+        wake.push(scope);
+      } else this.#hand(scope, lease, mine[i + 2], grantedAt);
+    }
+    if (wake.length > 0) this.#released.next(wake);
+    if (!this.#messages.observed) return;
+    let message: SharedReleaseMessage | undefined;
+    try {
+      message = decodeRelease(raw);
+    } catch {
+      return;
+    }
+    if (message !== undefined) this.#messages.next(message);
   }
 
   /**
@@ -1161,6 +1281,7 @@ class RedisScopesStore implements RedisScopes {
     this.#messages.complete();
     this.#released.complete();
     this.#handed.complete();
+    this.#backoffs.complete();
     if (sub === undefined) return;
     try {
       await sub.close();

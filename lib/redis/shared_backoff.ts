@@ -128,7 +128,9 @@ export function shareBackoff<R>(
       publish(message);
     }
   }));
-  subscription.add(scopes.messages$.subscribe((message) => {
+  // Backoffs only, where the store has them: every release message of the
+  // cluster would otherwise be decoded whole for this subscription.
+  subscription.add((scopes.backoffs$ ?? scopes.messages$).subscribe((message) => {
     if (message.type !== "backoff") return;
     applying = true;
     try {
