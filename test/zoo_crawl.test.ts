@@ -1037,6 +1037,22 @@ describe("flakySites()", () => {
  * Crawls each site of `table` (200 pages, 3 ms of jitter each way) and
  * checks that it reaches its efficiency with at most its share refused.
  */
+/** A fixed window of `quota` per `windowMs` that tells its reset as a whole epoch second (`X-RateLimit-Reset`). */
+function epochWindow(
+  quota: number,
+  windowMs: number,
+  latencyMs: number,
+  anchor: "first-use" | "request",
+): ZooSiteSpec {
+  return {
+    name: `fixed ${quota}/${windowMs / 1000} s x-epoch ${anchor}`,
+    limiter: { shape: "fixed-window", quota, windowMs, anchor },
+    latencyMs,
+    announce: "x-epoch",
+    retryAfter: "seconds",
+  };
+}
+
 function expectEachReaches(
   table: readonly [ZooSiteSpec, number, number][],
   pages = 200,
@@ -1123,17 +1139,11 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     // late start each window just after a whole second, so the told reset
     // is nearly a second late (0.49 of the rate when it was waited out).
     // [site, at least 0.85, none refused]
-    expectEachReaches((["first-use", "request"] as const).map((anchor) => [
-      {
-        name: `fixed 10/1 s x-epoch ${anchor}`,
-        limiter: { shape: "fixed-window", quota: 10, windowMs: 1_000, anchor },
-        latencyMs: 30,
-        announce: "x-epoch",
-        retryAfter: "seconds",
-      },
-      0.85,
-      0,
-    ]));
+    expectEachReaches(
+      (["first-use", "request"] as const).map((
+        anchor,
+      ) => [epochWindow(10, 1_000, 30, anchor), 0.85, 0]),
+    );
   });
 
   it("a window of more than the scope keeps sends for, told by epoch resets, is tried shorter from the window's first send", () => {
@@ -1144,17 +1154,9 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     // waited out each told reset (0.66 and 0.91 of the ideal).
     // [site, at least this efficiency, none refused]
     expectEachReaches(
-      (["request", "first-use"] as const).map((anchor) => [
-        {
-          name: `fixed 80/2 s x-epoch ${anchor}`,
-          limiter: { shape: "fixed-window", quota: 80, windowMs: 2_000, anchor },
-          latencyMs: 17,
-          announce: "x-epoch",
-          retryAfter: "seconds",
-        },
-        0.93,
-        0,
-      ]),
+      (["request", "first-use"] as const).map((
+        anchor,
+      ) => [epochWindow(80, 2_000, 17, anchor), 0.93, 0]),
       500,
     );
   });
@@ -1165,89 +1167,38 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     // window's end" right after a busy window, the scope waited that end out
     // and sent every other window (0.52, 0.78, 0.60 before). A sliding log
     // (resets its oldest request's) and a fixed window are not read as one:
-    // none refused there. [site, at least this efficiency, at most this share refused]
+    // none refused there.
     const counter = (quota: number, windowMs: number) =>
       ({ shape: "sliding-counter", quota, windowMs }) as const;
-    const rows: [ZooSiteSpec, number, number][] = [
-      [
-        {
-          name: "counter 80/2 s ietf",
-          limiter: counter(80, 2_000),
-          latencyMs: 17,
-          announce: "ietf",
-        },
-        0.85,
-        0.01,
-      ],
-      [
-        {
-          name: "counter 80/2 s x-epoch 120 ms",
-          limiter: counter(80, 2_000),
-          latencyMs: 120,
-          announce: "x-epoch",
-        },
-        0.85,
-        0.01,
-      ],
-      [
-        {
-          name: "counter 50/10 s x-delta",
-          limiter: counter(50, 10_000),
-          latencyMs: 17,
-          announce: "x-delta",
-        },
-        0.7,
-        0,
-      ],
-      [
-        {
-          name: "log 30/2 s ietf",
-          limiter: { shape: "sliding-window", quota: 30, windowMs: 2_000 },
-          latencyMs: 17,
-          announce: "ietf",
-        },
-        0.9,
-        0,
-      ],
-      [
-        // More than the 64 sends a scope keeps: its try of a window from the
-        // window's first send is not made from an older window's.
-        {
-          name: "log 80/2 s ietf",
-          limiter: { shape: "sliding-window", quota: 80, windowMs: 2_000 },
-          latencyMs: 17,
-          announce: "ietf",
-        },
-        0.8,
-        0,
-      ],
-      [
-        // Resets told as deltas are not tried from the window's first send
-        // (they narrow by themselves): 2 refused when they were.
-        {
-          name: "log 80/2 s ietf 120 ms",
-          limiter: { shape: "sliding-window", quota: 80, windowMs: 2_000 },
-          latencyMs: 120,
-          announce: "ietf",
-        },
-        0.85,
-        0,
-      ],
-      [
-        {
-          name: "log 50/10 s x-delta",
-          limiter: { shape: "sliding-window", quota: 50, windowMs: 10_000 },
-          latencyMs: 17,
-          announce: "x-delta",
-        },
-        0.9,
-        0,
-      ],
+    const log = (quota: number, windowMs: number) =>
+      ({ shape: "sliding-window", quota, windowMs }) as const;
+    // [name, limiter, latency ms, header family, at least this efficiency, at most this share refused]
+    const rows: [
+      string,
+      ZooSiteSpec["limiter"],
+      number,
+      NonNullable<ZooSiteSpec["announce"]>,
+      number,
+      number,
+    ][] = [
+      ["counter 80/2 s ietf", counter(80, 2_000), 17, "ietf", 0.85, 0.01],
+      ["counter 80/2 s x-epoch 120 ms", counter(80, 2_000), 120, "x-epoch", 0.85, 0.01],
+      ["counter 50/10 s x-delta", counter(50, 10_000), 17, "x-delta", 0.7, 0],
+      ["log 30/2 s ietf", log(30, 2_000), 17, "ietf", 0.9, 0],
+      // More than the 64 sends a scope keeps: its try of a window from the
+      // window's first send is not made from an older window's.
+      ["log 80/2 s ietf", log(80, 2_000), 17, "ietf", 0.8, 0],
+      // Resets told as deltas are not tried from the window's first send
+      // (they narrow by themselves): 2 refused when they were.
+      ["log 80/2 s ietf 120 ms", log(80, 2_000), 120, "ietf", 0.85, 0],
+      ["log 50/10 s x-delta", log(50, 10_000), 17, "x-delta", 0.9, 0],
     ];
     expectEachReaches(
-      rows.map((
-        [site, atLeast, refused],
-      ) => [{ ...site, retryAfter: "seconds" }, atLeast, refused]),
+      rows.map(([name, limiter, latencyMs, announce, atLeast, refused]) => [
+        { name, limiter, latencyMs, announce, retryAfter: "seconds" },
+        atLeast,
+        refused,
+      ]),
       500,
     );
   });
