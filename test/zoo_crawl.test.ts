@@ -914,7 +914,7 @@ describe("adaptive limits on a real clock's gaps (outbound jitter, virtual time)
         settings: { retry: { times: 10 } },
         events: true,
       });
-      const steps = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+      const steps = rampupWhy(r);
       // A hold of one second read a fraction of a millisecond long is still
       // a spacer's Retry-After, not a window's reset (it was a quota of 3 per 1.3 s).
       expect(steps.filter((w) => w.startsWith("held again"))).toEqual([]);
@@ -1037,6 +1037,11 @@ describe("flakySites()", () => {
  * Crawls each site of `table` (200 pages, 3 ms of jitter each way) and
  * checks that it reaches its efficiency with at most its share refused.
  */
+/** The reasons of a crawl's rampup steps, in order (the crawl ran with `events: true`). */
+function rampupWhy(r: ReturnType<typeof runZooCrawl>): string[] {
+  return r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+}
+
 /** A fixed window of `quota` per `windowMs` that tells its reset as a whole epoch second (`X-RateLimit-Reset`). */
 function epochWindow(
   quota: number,
@@ -1315,7 +1320,7 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     const r = runZooCrawl({ site, pages: 200, events: true, settings: { retry: { times: 10 } } });
     expect(r.ok).toBe(200);
     expect(r.efficiency).toBeGreaterThanOrEqual(0.8);
-    const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    const why = rampupWhy(r);
     expect(why.some((w) => /the one send after a cap's cut refused/.test(w))).toBe(true);
     expect(why.some((w) => /^a window: /.test(w))).toBe(true);
   });
@@ -1422,7 +1427,7 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
         settings: { retry: { times: 10 } },
         events: true,
       });
-      const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+      const why = rampupWhy(r);
       const row = { latencyMs, seed };
       expect({ ...row, ok: r.ok }).toEqual({ ...row, ok: 200 });
       expect({ ...row, capOne: why.some((w) => /admitted alone: concurrency cap 1$/.test(w)) })
@@ -1447,7 +1452,7 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
       settings: { retry: { times: 10 } },
       events: true,
     });
-    const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    const why = rampupWhy(r);
     const probe = why.indexOf("quiet: probing concurrency 2");
     expect(probe).toBeGreaterThan(0);
     expect(why[probe + 1]).toBe("refused with 2 in flight: concurrency cap 1");
@@ -1503,7 +1508,7 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
       retryAfter: "seconds",
     };
     const r = runZooCrawl({ site, pages: 200, settings: { retry: { times: 10 } }, events: true });
-    const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    const why = rampupWhy(r);
     const cut = why.find((w) => w.startsWith("refused at 43.4/s, admitted"));
     expect(cut).toBe("refused at 43.4/s, admitted 17.86/s: rate 27.67/s");
     expect(r.ok).toBe(200);
@@ -1523,7 +1528,7 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
       status: 503,
     };
     const r = runZooCrawl({ site, pages: 200, settings: { retry: { times: 10 } }, events: true });
-    const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    const why = rampupWhy(r);
     const cut = why.indexOf("refused at 45.28/s, admitted 17.14/s: rate 17.39/s");
     expect(cut).toBeGreaterThan(0);
     expect(why[cut + 1]).toBe("quiet at 17.39/s: halfway to 35.06/s");
@@ -1556,7 +1561,7 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
         settings: { retry: { times: 10 } },
         events: true,
       });
-      const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+      const why = rampupWhy(r);
       const row = { cap, latencyMs };
       expect({ ...row, ok: r.ok }).toEqual({ ...row, ok: 200 });
       expect({ ...row, lowered: why.some((w) => w.startsWith("refused on its way with")) })
@@ -1588,7 +1593,7 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
         settings: { retry: { times: 10 } },
         events: true,
       });
-      const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+      const why = rampupWhy(r);
       const row = { ratePerSec, latencyMs };
       expect({ ...row, ok: r.ok }).toEqual({ ...row, ok: 300 });
       expect({ ...row, lowered: why.some((w) => w.includes("lowered to")) })
@@ -1610,7 +1615,7 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
       retryAfter: "date",
     };
     const r = runZooCrawl({ site, pages: 200, settings: { retry: { times: 10 } }, events: true });
-    const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+    const why = rampupWhy(r);
     expect(why.filter((w) => w.startsWith("refused on its way"))).toEqual([]);
     expect(r.ok).toBe(200);
     expect(r.efficiency).toBeGreaterThanOrEqual(0.25);
@@ -1638,7 +1643,7 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
         settings: { retry: { times: 10 } },
         events: true,
       });
-      const why = r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
+      const why = rampupWhy(r);
       const row = { ratePerSec };
       expect({ ...row, first: why[0]?.endsWith(": from below at 8/s") }).toEqual({
         ...row,

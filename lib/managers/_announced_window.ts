@@ -402,6 +402,8 @@ export class AnnouncedWindow {
   #bins: Uint32Array | undefined;
   #binMs = Number.NaN;
   #binAt = 0;
+  /** Where the last hold of a spent budget until the told reset ended (Infinity: answered since). */
+  #heldTo = Infinity;
 
   /**
    * An answer told `remaining` left of `limit` (`refused`: a refusal's). What
@@ -444,9 +446,6 @@ export class AnnouncedWindow {
       this.slidingCounter = true;
     }
   }
-
-  /** Where the last hold of a spent budget until the told reset ended (Infinity: answered since). */
-  #heldTo = Infinity;
 
   /** A spent budget is held until `until`, the told reset. */
   heldToReset(until: number): void {
@@ -999,11 +998,7 @@ export class AnnouncedWindow {
       // a fixed window spent in full (a window of 76 per 2 s told by epoch
       // resets never tried its length, and waited each told reset, up to a
       // second late: 0.67 of its rate).
-      // Not once that time has passed (`now`): the first send was of an
-      // older window (a sliding window's `remaining` seldom comes back to
-      // `limit - 1` under load).
-      const end = this.#windowFirstSent + windowMs * (1 + FREED_MARGIN);
-      return end > now ? end : Infinity;
+      return this.#fromWindowFirst(now, windowMs);
     }
     if (sent === undefined || !(windowMs > 0) || !(n <= this.#sentCount)) return Infinity;
     return sent[(this.#sentCount - n) % SENDS_FOR_FREED]! + windowMs * (1 + FREED_MARGIN);
@@ -1063,14 +1058,20 @@ export class AnnouncedWindow {
    */
   windowEndBy(now: number, sentAt: number | undefined, remaining: number): number {
     if (sentAt !== undefined && remaining >= this.limit - 1) this.#windowFirstSent = sentAt;
-    const end = this.#windowHi === Infinity || Number.isNaN(this.#windowFirstSent)
-      ? Infinity
-      : this.#windowFirstSent + this.#windowHi * (1 + FREED_MARGIN);
-    // Not once it has passed: the first send was of an older window (a
-    // sliding log's `remaining` seldom comes back to `limit - 1` under load,
-    // and a budget spread to an end already past went as one burst a window:
-    // 30 per 2 s told by epoch resets ran at a third of its rate).
-    return end > now ? end : Infinity;
+    // (A budget spread to an end already past went as one burst a window: a
+    // log of 30 per 2 s told by epoch resets ran at a third of its rate.)
+    return this.#windowHi === Infinity ? Infinity : this.#fromWindowFirst(now, this.#windowHi);
+  }
+
+  /**
+   * A window of `windowMs` from the window's first send (and FREED_MARGIN),
+   * or Infinity once that has passed by `now` (or no first send is known):
+   * the first send was of an older window then (a sliding window's
+   * `remaining` seldom comes back to `limit - 1` under load).
+   */
+  #fromWindowFirst(now: number, windowMs: number): number {
+    const end = this.#windowFirstSent + windowMs * (1 + FREED_MARGIN);
+    return end > now ? end : Infinity; // NaN: no first send
   }
 
   #windowFirstSent = Number.NaN;

@@ -559,21 +559,24 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     if (hasLimit && !a.inferred) {
       a.counterSeen(now, sentAt, now + resetInMs, remaining, budget.refused === true);
     }
-    if (remaining < 1 && a.slidingCounter) {
-      // A sliding-window counter frees room all the time: a slot's time
-      // after the last send, not its window's end (see `slidingCounter`).
-      const end = Math.min(resetAt, a.counterFreedBy(now));
-      const hold = Math.min(Math.max(0, end - now), this.config.backoff.maxDelayMs);
-      if (now + hold > x.holdUntil) x.holdUntil = now + hold;
-      a.start(now, now + hold, 0);
-    } else if (remaining < 1) {
-      const tried = a.windowToTry();
-      const freed = a.freedBy(now, tried);
-      // A reset told as a second may be tried shorter (no window said).
-      const end = a.earlyEnd(now, Math.min(resetAt, freed), resetInMs);
+    if (remaining < 1) {
+      const counter = a.slidingCounter;
+      let tried = Number.NaN;
+      let freed = Infinity;
+      let end: number;
+      if (counter) {
+        // A sliding-window counter frees room all the time: a slot's time
+        // after the last send, not its window's end (see `slidingCounter`).
+        end = Math.min(resetAt, a.counterFreedBy(now));
+      } else {
+        tried = a.windowToTry();
+        freed = a.freedBy(now, tried);
+        // A reset told as a second may be tried shorter (no window said).
+        end = a.earlyEnd(now, Math.min(resetAt, freed), resetInMs);
+      }
       const hold = Math.min(Math.max(0, end - now), this.config.backoff.maxDelayMs);
       if (freed < resetAt) a.trying(tried, now + hold);
-      else if (end >= resetAt) a.heldToReset(now + hold);
+      else if (!counter && end >= resetAt) a.heldToReset(now + hold);
       if (now + hold > x.holdUntil) x.holdUntil = now + hold;
       a.start(now, now + hold, 0);
     } else {
