@@ -1460,6 +1460,62 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     expect(r.refused).toBeLessThanOrEqual(6);
   });
 
+  it("a concurrency cap that answers with a Retry-After of seconds is a cap once its holds tell no window", () => {
+    // The first refusal of a cap with a 2 s Retry-After reads as a window
+    // (many admits, then held most of the time since the first send): a
+    // quota, then a pace once its probe shows the holds tell no window. The
+    // pace climbed for the rest of the crawl (0.11-0.43 over these rows);
+    // the cap the first refusal pointed to is tried instead, at the most
+    // the site was seen serving at once.
+    // [cap, latency ms, Retry-After s, status, seed, least efficiency (before)]
+    const table: [number, number, number, 429 | 503, number, number][] = [
+      [3, 60, 2, 503, 1, 0.5], // 0.29
+      [4, 56, 2, 503, 3, 0.45], // 0.28
+      [4, 100, 2, 429, 2, 0.55], // 0.39
+      [6, 80, 5, 429, 1, 0.25], // 0.13 (two 5 s holds in a 4 s crawl)
+      [2, 30, 2, 429, 3, 0.45], // 0.25
+    ];
+    for (const [cap, latencyMs, retryAfter, status, seed, least] of table) {
+      const r = runZooCrawl({
+        site: {
+          name: `cap ${cap}`,
+          limiter: { shape: "concurrency", maxConcurrency: cap },
+          latencyMs,
+          latencyJitter: 0.3,
+          status,
+          retryAfter,
+        },
+        pages: 300,
+        seed,
+        settings: { retry: { times: 10 } },
+        events: true,
+      });
+      const row = { cap, latencyMs, seed };
+      expect({ ...row, ok: r.ok }).toEqual({ ...row, ok: 300 });
+      expect({
+        ...row,
+        read: rampupWhy(r).some((w) => w.endsWith(`tell no window: concurrency cap ${cap}`)),
+      })
+        .toEqual({ ...row, read: true });
+      expect({ ...row, efficient: r.efficiency >= least }).toEqual({ ...row, efficient: true });
+    }
+  });
+
+  it("a bucket whose burst and constant Retry-After read as a cap goes back to its pace at the cap's first refusal", () => {
+    const site = generateZooSites(6).find((s) => s.name === "constant-ra 17")!;
+    expect(site.limiter).toEqual({ shape: "token-bucket", ratePerSec: 18, burst: 8 });
+    const r = runZooCrawl({ site, pages: 200, settings: { retry: { times: 10 } }, events: true });
+    const why = rampupWhy(r);
+    const tried = why.findIndex((w) => /tell no window: concurrency cap \d+$/.test(w));
+    expect(tried).toBeGreaterThan(0);
+    expect(why[tried + 1]).toMatch(
+      /^refused with \d+ in flight under a cap tried after holds: pacing /,
+    );
+    expect(why.slice(tried + 2).some((w) => /concurrency cap/.test(w))).toBe(false);
+    expect(r.ok).toBe(200);
+    expect(r.refused).toBeLessThanOrEqual(4);
+  });
+
   it("a sliding-window counter met late in its window climbs from the rate its block read, a send a round", () => {
     // After its quota's burst, a sliding-window counter refuses until its
     // window rolls over, then admits its rate. The admits over that block

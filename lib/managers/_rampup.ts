@@ -297,6 +297,19 @@ export class RampupController {
   #capWayF = Infinity;
   /** Whether a cap of one was read (then a refused probe at two goes back to one). */
   #capOne = false;
+  /**
+   * A first refusal that read as a cap but came with a hold long enough to
+   * read as a window's (see `onTrigger`): the cap it pointed to, tried when
+   * the holds turn out to tell no window (`leaveQuota`).
+   */
+  #capHeld:
+    | { limit: number; upTo: number; sentAt: number; ms: number; from: number }
+    | undefined;
+  /**
+   * The pace a cap tried in `leaveQuota` replaced, until the cap was full
+   * in quiet rounds for as long as the holds' cycle (`ms`, from `since`).
+   */
+  #capTrial: { rate: number; climb: boolean; ms: number; since: number } | undefined;
   // Sends: time and in-flight count, for the outcome's lookup.
   readonly #sends = new SendLog(RING);
   /** When the last admitted answers came. */
@@ -695,6 +708,38 @@ export class RampupController {
    * the quota was its own pace, not the site's, and starts no episode.
    */
   leaveQuota(knobs: RampKnobs, rate: number, climb: boolean, reopensNone = false): void {
+    const held = this.#capHeld;
+    this.#capHeld = undefined;
+    const why = reopensNone
+      ? `refused early in ${EARLY_IN_ROW} windows in a row, each begun at a hold's end`
+      : climb
+      ? "half a quota more half way through a window told by holds was admitted"
+      : "a quota told by holds stayed quiet at twice its rate";
+    if (held !== undefined && !reopensNone && !this.#capRefuted && this.#capLimit === Infinity) {
+      // The quota came from a first refusal that read as a cap: the holds
+      // may be a cap's Retry-After (a cap of 4 at 56 ms with 2 s holds was
+      // paced from 18/s and climbed for the rest of the crawl: 0.35 of the
+      // site's rate; 0.62 now). Unpaced at the cap, on trial: a refusal
+      // under it before the cap was full for a quiet round goes back to
+      // the pace (`#capTrial`; a bucket's burst read so costs one hold).
+      this.rate = Infinity;
+      // Read again now that the answers of the run it cut are in: the most
+      // the site was seen serving at once since (see `onTrigger`).
+      this.#capLimit = Math.max(held.limit, Math.min(held.upTo, this.#mostServed(held.from)));
+      this.#capUpTo = held.upTo;
+      this.#capSentAt = held.sentAt;
+      this.#capTrial = { rate, climb, ms: held.ms, since: Number.NaN };
+      this.#episodeStart = Number.NaN;
+      this.#apply(knobs);
+      this.#report(knobs, `${why}, the holds tell no window: concurrency cap ${this.#capLimit}`);
+      return;
+    }
+    this.#paceFrom(knobs, rate, climb);
+    this.#report(knobs, `${why}, the holds tell no window: pacing ${fmt(this.rate)}/s`);
+  }
+
+  /** See `leaveQuota`: paces from `rate`, known good, climbing after a probe. */
+  #paceFrom(knobs: RampKnobs, rate: number, climb: boolean): void {
     this.rate = this.#clampRate(rate);
     this.#lastQuiet = this.rate;
     if (!(this.#hi > this.rate)) this.#hi = Infinity;
@@ -705,16 +750,6 @@ export class RampupController {
     }
     this.#episodeStart = Number.NaN;
     this.#apply(knobs);
-    this.#report(
-      knobs,
-      `${
-        reopensNone
-          ? `refused early in ${EARLY_IN_ROW} windows in a row, each begun at a hold's end`
-          : climb
-          ? "half a quota more half way through a window told by holds was admitted"
-          : "a quota told by holds stayed quiet at twice its rate"
-      }, the holds tell no window: pacing ${fmt(this.rate)}/s`,
-    );
   }
 
   /** A server hold from `now` to `until` (Retry-After, an announced reset): not slow sending. */
@@ -818,6 +853,22 @@ export class RampupController {
     if (f === 2) this.#refusedAtTwo++;
 
     // A concurrency cap: refused only above k in flight.
+    const trial = this.#capTrial;
+    if (trial !== undefined) {
+      // Refused under a cap tried for holds that told no window: it was
+      // the pace that kept the site quiet (a bucket's burst and its
+      // refill's Retry-After read as a cap, see `leaveQuota`).
+      this.#capTrial = undefined;
+      this.#capRefuted = true;
+      this.#capLimit = Infinity;
+      this.#capUpTo = 0;
+      this.#cut(now, false);
+      this.#paceFrom(knobs, trial.rate, trial.climb);
+      return this.#report(
+        knobs,
+        `refused with ${f} in flight under a cap tried after holds: pacing ${fmt(this.rate)}/s`,
+      );
+    }
     if (!this.#capRefuted) {
       if (this.#capOne && f === 2 && this.#capLimit === 2 && !this.#admitsFrom(2)) {
         // The probe of a second slot under a cap of one refused: one it is.
@@ -931,7 +982,9 @@ export class RampupController {
         // another (a window of 100 per 10 s refused at 14 in flight with a
         // 7 s hold, read as a cap of 8: rampup then lowered it to 6 after the
         // hold and paced from 1.76/s, 0.27 of the site's rate; 0.98 now).
-        !((this.#heldCycle(now)?.admits ?? 0) > 2 * f)
+        // A cap that answers with a Retry-After of seconds reads so too:
+        // the cap is kept for when the holds tell no window (`leaveQuota`).
+        !this.#heldLikeWindow(now, f, sentAt)
       ) {
         // A first refusal: the in-flight count may have just grown past the
         // cap, and what was served shows the old count, not the cap. Rampup's
@@ -1287,6 +1340,25 @@ export class RampupController {
   }
 
   /**
+   * Whether a first refusal that reads as a cap (refused with `f` in flight,
+   * never admitted with as many) came after more than twice `f` admits and
+   * a hold that reads as a window's; then the cap is kept in `#capHeld`.
+   */
+  #heldLikeWindow(now: number, f: number, sentAt: number): boolean {
+    const cycle = this.#heldCycle(now);
+    if (cycle === undefined || !(cycle.admits > 2 * f)) return false;
+    const fr = Math.max(f, this.#sends.admittedWithin(sentAt, sentAt + REORDER_MS));
+    this.#capHeld = {
+      limit: this.#capBelow(now, fr, sentAt),
+      upTo: fr - 1 + this.#sends.pendingWithin(sentAt, sentAt + REORDER_MS),
+      sentAt,
+      ms: cycle.ms,
+      from: cycle.from,
+    };
+    return true;
+  }
+
+  /**
    * The cycle that this trigger's hold ends, when it reads as a window's:
    * held by the server for most of the time since its last hold ended, for
    * more than a second, after several admits.
@@ -1417,16 +1489,19 @@ export class RampupController {
    */
   #servedAtOnce(now: number): number {
     const latency = this.#latencyMs;
-    if (!(latency > 0)) return 0;
-    // Admitted intervals that ended in the last four latencies: +1 at each
-    // start, -1 at each end, ends first at one instant (a site frees a slot
-    // before it takes the next arrival).
+    return latency > 0 ? this.#mostServed(now - 4 * latency) : 0;
+  }
+
+  /** The most admitted requests that overlapped, of those answered after `after`. */
+  #mostServed(after: number): number {
+    // Admitted intervals: +1 at each start, -1 at each end, ends first at
+    // one instant (a site frees a slot before it takes the next arrival).
     const marks: [at: number, step: 1 | -1][] = [];
     const n = Math.min(this.#admitCount, RING);
     for (let k = 1; k <= n; k++) {
       const i = (this.#admitCount - k) % RING;
       const end = this.#admitTimes[i]!;
-      if (end <= now - 4 * latency) break;
+      if (end <= after) break;
       marks.push([this.#admitStarts[i]!, 1], [end, -1]);
     }
     marks.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
@@ -1848,6 +1923,11 @@ export class RampupController {
     if (this.rate === Infinity) {
       // Unpaced (a concurrency cap, or never cut): probe one more once per window.
       const top = this.limits.maxConcurrency;
+      const trial = this.#capTrial;
+      if (trial !== undefined && maxActive >= knobs.concurrency) {
+        if (Number.isNaN(trial.since)) trial.since = now;
+        else if (now - trial.since >= trial.ms) this.#capTrial = undefined;
+      }
       const seen = this.#capLimit < this.#capUpTo
         ? Math.min(this.#capUpTo, this.#servedAround(this.#capSentAt))
         : 0;
