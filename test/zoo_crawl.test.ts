@@ -1038,6 +1038,11 @@ describe("flakySites()", () => {
  * checks that it reaches its efficiency with at most its share refused.
  */
 /** The reasons of a crawl's rampup steps, in order (the crawl ran with `events: true`). */
+/** A site that serves `cap` requests at once. */
+function capSite(cap: number, fields: Omit<ZooSiteSpec, "name" | "limiter">): ZooSiteSpec {
+  return { name: `cap ${cap}`, limiter: { shape: "concurrency", maxConcurrency: cap }, ...fields };
+}
+
 function rampupWhy(r: ReturnType<typeof runZooCrawl>): string[] {
   return r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
 }
@@ -1379,13 +1384,7 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     const table: [number, number, number][] = [[6, 200, 1], [6, 200, 6], [5, 150, 4]];
     for (const [cap, latencyMs, seed] of table) {
       const r = runZooCrawl({
-        site: {
-          name: `conc ${cap}`,
-          limiter: { shape: "concurrency", maxConcurrency: cap },
-          latencyMs,
-          status: 503,
-          retryAfter: "none",
-        },
+        site: capSite(cap, { latencyMs, status: 503, retryAfter: "none" }),
         pages: 200,
         seed,
         outboundJitterMs: 3,
@@ -1477,14 +1476,7 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     ];
     for (const [cap, latencyMs, retryAfter, status, seed, least] of table) {
       const r = runZooCrawl({
-        site: {
-          name: `cap ${cap}`,
-          limiter: { shape: "concurrency", maxConcurrency: cap },
-          latencyMs,
-          latencyJitter: 0.3,
-          status,
-          retryAfter,
-        },
+        site: capSite(cap, { latencyMs, latencyJitter: 0.3, status, retryAfter }),
         pages: 300,
         seed,
         settings: { retry: { times: 10 } },
