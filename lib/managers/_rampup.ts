@@ -303,13 +303,15 @@ export class RampupController {
    * the holds turn out to tell no window (`leaveQuota`).
    */
   #capHeld:
-    | { limit: number; upTo: number; sentAt: number; ms: number; from: number }
+    | { limit: number; upTo: number; sentAt: number; ms: number; from: number; at: number }
     | undefined;
   /**
    * The pace a cap tried in `leaveQuota` replaced, until the cap was full
    * in quiet rounds for as long as the holds' cycle (`ms`, from `since`).
    */
-  #capTrial: { rate: number; climb: boolean; ms: number; since: number } | undefined;
+  #capTrial:
+    | { rate: number; climb: boolean; ms: number; since: number; from: number }
+    | undefined;
   // Sends: time and in-flight count, for the outcome's lookup.
   readonly #sends = new SendLog(RING);
   /** When the last admitted answers came. */
@@ -707,7 +709,13 @@ export class RampupController {
    * admitted since the quota's first window. What the scope admitted under
    * the quota was its own pace, not the site's, and starts no episode.
    */
-  leaveQuota(knobs: RampKnobs, rate: number, climb: boolean, reopensNone = false): void {
+  leaveQuota(
+    knobs: RampKnobs,
+    rate: number,
+    climb: boolean,
+    reopensNone = false,
+    now = Number.NaN,
+  ): void {
     const held = this.#capHeld;
     this.#capHeld = undefined;
     const why = reopensNone
@@ -715,20 +723,25 @@ export class RampupController {
       : climb
       ? "half a quota more half way through a window told by holds was admitted"
       : "a quota told by holds stayed quiet at twice its rate";
-    if (held !== undefined && !reopensNone && !this.#capRefuted && this.#capLimit === Infinity) {
+    if (
+      held !== undefined && !reopensNone && !this.#capRefuted && this.#capLimit === Infinity &&
+      // Nothing learned since the quota's cut (a later cut supersedes it).
+      this.#lastCutAt === held.at
+    ) {
       // The quota came from a first refusal that read as a cap: the holds
       // may be a cap's Retry-After (a cap of 4 at 56 ms with 2 s holds was
       // paced from 18/s and climbed for the rest of the crawl: 0.35 of the
       // site's rate; 0.62 now). Unpaced at the cap, on trial: a refusal
-      // under it before the cap was full for a quiet round goes back to
-      // the pace (`#capTrial`; a bucket's burst read so costs one hold).
+      // under it of a send made from here on, before the cap has been full
+      // in quiet rounds for a hold cycle's time, goes back to the pace
+      // (`#capTrial`; a bucket's burst read so costs one hold).
       this.rate = Infinity;
       // Read again now that the answers of the run it cut are in: the most
       // the site was seen serving at once since (see `onTrigger`).
       this.#capLimit = Math.max(held.limit, Math.min(held.upTo, this.#mostServed(held.from)));
       this.#capUpTo = held.upTo;
       this.#capSentAt = held.sentAt;
-      this.#capTrial = { rate, climb, ms: held.ms, since: Number.NaN };
+      this.#capTrial = { rate, climb, ms: held.ms, since: Number.NaN, from: now };
       this.#episodeStart = Number.NaN;
       this.#apply(knobs);
       this.#report(knobs, `${why}, the holds tell no window: concurrency cap ${this.#capLimit}`);
@@ -854,10 +867,14 @@ export class RampupController {
 
     // A concurrency cap: refused only above k in flight.
     const trial = this.#capTrial;
-    if (trial !== undefined) {
-      // Refused under a cap tried for holds that told no window: it was
-      // the pace that kept the site quiet (a bucket's burst and its
-      // refill's Retry-After read as a cap, see `leaveQuota`).
+    // A trial ends with the cap: once the scope is paced or the cap gone.
+    if (trial !== undefined && (this.rate !== Infinity || this.#capLimit === Infinity)) {
+      this.#capTrial = undefined;
+    } else if (trial !== undefined && f <= this.#capLimit && !(sentAt < trial.from)) {
+      // Refused under a cap tried for holds that told no window, a send
+      // made since: it was the pace that kept the site quiet (a bucket's
+      // burst and its refill's Retry-After read as a cap, see
+      // `leaveQuota`). (Above the cap, a probe: the cap logic's.)
       this.#capTrial = undefined;
       this.#capRefuted = true;
       this.#capLimit = Infinity;
@@ -1348,12 +1365,15 @@ export class RampupController {
     const cycle = this.#heldCycle(now);
     if (cycle === undefined || !(cycle.admits > 2 * f)) return false;
     const fr = Math.max(f, this.#sends.admittedWithin(sentAt, sentAt + REORDER_MS));
+    // What the site was seen serving, in either mode (the cap branch's
+    // `fr - 1` is lowered by the refusals after it; a trial is refuted by one).
     this.#capHeld = {
       limit: this.#capBelow(now, fr, sentAt),
       upTo: fr - 1 + this.#sends.pendingWithin(sentAt, sentAt + REORDER_MS),
       sentAt,
       ms: cycle.ms,
       from: cycle.from,
+      at: now,
     };
     return true;
   }

@@ -219,7 +219,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
           const a = x.ann;
           x.ann = undefined;
           const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
-          x.ramp.leaveQuota(knobs, a.leaveRate(), a.probed, a.reopensNoWindow);
+          x.ramp.leaveQuota(knobs, a.leaveRate(), a.probed, a.reopensNoWindow, now);
           this.#delayMs = knobs.delayMs;
           this.#concurrency = knobs.concurrency;
           return this.canSend(now, amount);
