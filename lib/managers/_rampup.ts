@@ -1011,7 +1011,7 @@ export class RampupController {
         // Sends a moment after the refused one may have reached the site
         // first (a real network reorders them): one of them admitted with
         // more in flight was counted before the refused one.
-        const fr = Math.max(f, this.#sends.admittedWithin(sentAt, sentAt + REORDER_MS));
+        const fr = this.#reorderedF(f, sentAt);
         this.#capLimit = this.limits.mode === "rampup" ? this.#capBelow(now, fr, sentAt) : fr - 1;
         // What the site was seen serving at once counts only answers already
         // in: the ones in flight at the refusal (most of a cap just reached)
@@ -1021,7 +1021,7 @@ export class RampupController {
         // Sends a moment after it still out may have reached the site first
         // and been served then (a loopback client's sends arrive up to a few
         // ms late: a cap of 3 at 120 ms read as 2 and kept: 0.61).
-        this.#capUpTo = fr - 1 + this.#sends.pendingWithin(sentAt, sentAt + REORDER_MS);
+        this.#capUpTo = this.#capUpToFor(fr, sentAt);
         this.#capSentAt = sentAt;
         this.#cut(now, false);
         this.#apply(knobs);
@@ -1357,6 +1357,20 @@ export class RampupController {
   }
 
   /**
+   * The in-flight count a refusal with `f` in flight points to: a send a
+   * moment after it, admitted with more in flight, may have reached the
+   * site first (see the cap branch of `onTrigger`).
+   */
+  #reorderedF(f: number, sentAt: number): number {
+    return Math.max(f, this.#sends.admittedWithin(sentAt, sentAt + REORDER_MS));
+  }
+
+  /** How high a cap read at a refusal pointing to `fr` may be (see `#capUpTo`). */
+  #capUpToFor(fr: number, sentAt: number): number {
+    return fr - 1 + this.#sends.pendingWithin(sentAt, sentAt + REORDER_MS);
+  }
+
+  /**
    * Whether a first refusal that reads as a cap (refused with `f` in flight,
    * never admitted with as many) came after more than twice `f` admits and
    * a hold that reads as a window's; then the cap is kept in `#capHeld`.
@@ -1364,12 +1378,12 @@ export class RampupController {
   #heldLikeWindow(now: number, f: number, sentAt: number): boolean {
     const cycle = this.#heldCycle(now);
     if (cycle === undefined || !(cycle.admits > 2 * f)) return false;
-    const fr = Math.max(f, this.#sends.admittedWithin(sentAt, sentAt + REORDER_MS));
+    const fr = this.#reorderedF(f, sentAt);
     // What the site was seen serving, in either mode (the cap branch's
     // `fr - 1` is lowered by the refusals after it; a trial is refuted by one).
     this.#capHeld = {
       limit: this.#capBelow(now, fr, sentAt),
-      upTo: fr - 1 + this.#sends.pendingWithin(sentAt, sentAt + REORDER_MS),
+      upTo: this.#capUpToFor(fr, sentAt),
       sentAt,
       ms: cycle.ms,
       from: cycle.from,
