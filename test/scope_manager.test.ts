@@ -26,24 +26,31 @@ function manager(
 
 describe("ThrottlingScopeManager (adaptive slow start)", () => {
   /** Admitted answers 50 ms apart from `from` for `ms`, each sent and answered at once. */
-  function admits(m: ThrottlingScopeManager, from: number, ms: number): void {
+  function admits(m: ThrottlingScopeManager, from: number, ms: number, latencyMs = 0): void {
     for (let t = from; t < from + ms; t += 50) {
       m.recordSent(t);
-      m.recordDone(t, { latencyMs: 0, status: 200 });
+      m.recordDone(t, { latencyMs, status: 200 });
     }
   }
 
-  it("ThrottlingScopeManager slow start: 2, then one more per admitted answer, at most doubling per round", () => {
-    const m = manager({ adaptive: true, concurrency: 8 });
+  // Doubling at most once per round: three round trips, at least 200 ms.
+  const slowStart: { latencyMs: number; table: [number, number][] }[] = [
     // [until, concurrency]
-    const table: [number, number][] = [[0, 2], [199, 2], [399, 4], [599, 8], [2_000, 8]];
-    let t = 0;
-    for (const [until, concurrency] of table) {
-      admits(m, t, until - t + 1);
-      t = until + 1;
-      expect({ until, c: m.state(until).concurrency }).toEqual({ until, c: concurrency });
-    }
-  });
+    { latencyMs: 0, table: [[0, 2], [199, 2], [399, 4], [599, 8], [2_000, 8]] },
+    { latencyMs: 20, table: [[0, 2], [199, 2], [399, 4], [599, 8], [2_000, 8]] },
+    { latencyMs: 100, table: [[0, 2], [199, 2], [499, 4], [799, 8], [2_000, 8]] },
+  ];
+  for (const { latencyMs, table } of slowStart) {
+    it(`ThrottlingScopeManager slow start: 2, then one more per admitted answer, at most doubling per round (${latencyMs} ms round trips)`, () => {
+      const m = manager({ adaptive: true, concurrency: 8 });
+      let t = 0;
+      for (const [until, concurrency] of table) {
+        admits(m, t, until - t + 1, latencyMs);
+        t = until + 1;
+        expect({ until, c: m.state(until).concurrency }).toEqual({ until, c: concurrency });
+      }
+    });
+  }
 
   it("ThrottlingScopeManager.setConcurrency(): a temporary limit lets slow start go on, a permanent one ends it", () => {
     const temporary = manager({ adaptive: true, concurrency: 8 });
