@@ -1239,6 +1239,30 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     );
   });
 
+  it("a sliding log told by epoch resets tries a second shorter again once a longer reset grows the window read", () => {
+    // No jitter: the first try (1 s, while the resets had told 2 s) was
+    // refused, which settled the told resets as on time for good; a later
+    // reset of 2.98 s grew the window read to 3 s, and every told reset,
+    // a second late, was waited out: 30 per 3 s, 0.69 (80 per 2 s: 0.70).
+    // A refused try now rules out only its own length and shorter ones.
+    for (const quota of [30, 80]) {
+      const r = runZooCrawl({
+        site: {
+          name: `log ${quota}/2 s x-epoch`,
+          limiter: { shape: "sliding-window", quota, windowMs: 2_000 },
+          latencyMs: 17,
+          announce: "x-epoch",
+          retryAfter: "seconds",
+        },
+        pages: 500,
+        settings: { retry: { times: 10 } },
+      });
+      expect({ quota, ok: r.ok }).toEqual({ quota, ok: 500 });
+      expect({ quota, efficient: r.efficiency >= 0.77 }).toEqual({ quota, efficient: true });
+      expect(r.refused).toBeLessThanOrEqual(3);
+    }
+  });
+
   it("a limit told on 429s only is tried higher where the site admits more (a bucket's size), obeyed where its window is said", () => {
     // [site, at least this efficiency, at most this share refused]; 3 ms of
     // jitter each way. Before the tries the two buckets ran at exactly their

@@ -1014,23 +1014,28 @@ export class AnnouncedWindow {
    * seconds, so the hold tries a window a second shorter than told, once,
    * ended by the scope's own sends (see `freedBy`): the first send after it
    * decides (`triedOut`). Admitted, that length holds from then on; refused
-   * (at most one refusal, an explained hold), the told resets were on time
-   * and are waited out from then on.
+   * (one refusal, an explained hold), the window is longer than the length
+   * tried, and the told resets are waited out until a longer reset grows the
+   * window read so that a second below it is longer than that length (a
+   * sliding log's reset, its oldest request's expiry rounded up, grows it
+   * late: a log of 30 per 2 s tried 1 s while its resets had told 2 s, then
+   * read 3 s and waited out every told reset, a second late: 0.69; 0.79 now).
    */
   windowToTry(): number {
     const hi = Math.min(this.windowMs, this.#windowHi);
     if (!this.epochResets || this.windowSaid || !(hi <= WINDOW_TRIED_UP_TO_MS)) return hi;
     // Found, or the try refused (the told resets were on time: a window
     // that begins on a whole second).
-    if (this.#windowHi < Infinity || this.#tryRefused) return hi;
+    if (this.#windowHi < Infinity) return hi;
     // Windows are mostly whole seconds: a second below the told one.
-    return this.windowMs > 1_000 ? this.windowMs - 1_000 : hi;
+    const shorter = this.windowMs - 1_000;
+    return shorter > 0 && shorter > this.#refusedTryMs ? shorter : hi;
   }
 
   /** A hold ends at `until`, before the told reset, trying a window of `windowMs`. */
   trying(windowMs: number, until: number): void {
     // Only the one try: a length found or refused is settled.
-    if (windowMs < this.windowMs && this.#windowHi === Infinity && !this.#tryRefused) {
+    if (windowMs < this.windowMs && this.#windowHi === Infinity && windowMs > this.#refusedTryMs) {
       this.#tried = windowMs;
       this.#triedUntil = until;
     }
@@ -1046,7 +1051,7 @@ export class AnnouncedWindow {
     // length it tried, as long again as the send was late.
     const tried = this.#tried + (sentAt - this.#triedUntil);
     if (remaining >= 1 || !refused) this.#windowHi = tried;
-    else this.#tryRefused = true;
+    else if (tried > this.#refusedTryMs) this.#refusedTryMs = tried;
     this.#tried = Number.NaN;
   }
 
@@ -1078,8 +1083,13 @@ export class AnnouncedWindow {
 
   /** The window length the try found admitted (Infinity: none). */
   #windowHi = Infinity;
-  /** The try was refused: the told resets were on time. */
-  #tryRefused = false;
+  /**
+   * The longest tried length a refusal answered (0: none): the window is
+   * longer. A longer reset told later (a sliding log's, a second late by
+   * epoch rounding, grows the window read) is tried a second shorter again,
+   * if that is longer than this.
+   */
+  #refusedTryMs = 0;
   /** The length the pending try holds for (NaN: none), and when its hold ends. */
   #tried = Number.NaN;
   #triedUntil = Number.NaN;
