@@ -423,6 +423,10 @@ export class AnnouncedWindow {
   ): void {
     const heldTo = this.#heldTo;
     if (sentAt !== undefined && sentAt >= heldTo) this.#heldTo = Infinity;
+    const told = this.#lastTold;
+    const toldSentAt = this.#lastToldSentAt;
+    this.#lastTold = resetAt;
+    if (sentAt !== undefined) this.#lastToldSentAt = sentAt;
     if (refused) {
       if (this.slidingCounter) {
         // A send a slot after the last one refused: no counter after all.
@@ -444,8 +448,27 @@ export class AnnouncedWindow {
       // still weighs the busy window before (80 per 2 s: every other window
       // was waited out, 0.52).
       this.slidingCounter = true;
+    } else if (
+      sentAt !== undefined && sentAt >= told && toldSentAt < told &&
+      remaining < this.limit / 4 && resetAt > told + Math.max(this.windowMs / 2, COUNTER_JUMP_MS)
+    ) {
+      // The same without a hold until that reset (the scope's last hold was a
+      // try a second shorter, refused, and a Retry-After's): the first send
+      // after the last answer's told reset, a quarter of the budget or less
+      // left, and the reset a window later. A counter of 150 per 10 s told by
+      // epoch resets sent its budget every other window, 0.50; 0.90 now. (Not
+      // any send after it: a log whose budget went in a burst at its reset
+      // tells a reset a window later at the burst's last sends. A log's first
+      // send after a hold can still look so when epoch rounding and the hold
+      // move its told reset by two seconds: one refusal, and the reading is
+      // undone for good; a log of 30 per 2 s 0.94 -> 0.91 in one of twelve.)
+      this.slidingCounter = true;
     }
   }
+
+  /** The reset the last answer told, and that answer's send (see `counterSeen`). */
+  #lastTold = Infinity;
+  #lastToldSentAt = -Infinity;
 
   /** A spent budget is held until `until`, the told reset. */
   heldToReset(until: number): void {
