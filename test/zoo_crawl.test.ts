@@ -1268,6 +1268,27 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     }
   });
 
+  it("a window length found a second shorter than epoch resets tell is dropped when a hold it ends is refused", () => {
+    // A log of 30 per 2 s at 120 ms, no jitter: the try of 1 s was admitted
+    // early on (the scope's first sends said little of the log), and every
+    // window after it the hold that length ended was refused twice: 30
+    // refused of 530 (5.7%). The found length refused, the next try is 2 s.
+    const r = runZooCrawl({
+      site: {
+        name: "log 30/2 s x-epoch, 120 ms",
+        limiter: { shape: "sliding-window", quota: 30, windowMs: 2_000 },
+        latencyMs: 120,
+        announce: "x-epoch",
+        retryAfter: "seconds",
+      },
+      pages: 500,
+      settings: { retry: { times: 10 } },
+    });
+    expect(r.ok).toBe(500);
+    expect(r.refused).toBeLessThanOrEqual(5);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.65);
+  });
+
   it("a limit told on 429s only is tried higher where the site admits more (a bucket's size), obeyed where its window is said", () => {
     // [site, at least this efficiency, at most this share refused]; 3 ms of
     // jitter each way. Before the tries the two buckets ran at exactly their
