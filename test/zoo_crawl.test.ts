@@ -1289,6 +1289,28 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     expect(r.efficiency).toBeGreaterThanOrEqual(0.65);
   });
 
+  it("a sliding-window counter that refuses the first send after its told reset is read as one", () => {
+    // 20 per second told by epoch resets, 17 ms, no jitter: each window's
+    // budget went at its start, the hold until the told reset ended where
+    // the counter still weighed that window in full, and the refusal's
+    // Retry-After held the scope through the next: every other window, with
+    // a refusal each (0.50, 4.6% refused).
+    const r = runZooCrawl({
+      site: {
+        name: "counter 20/1 s x-epoch",
+        limiter: { shape: "sliding-counter", quota: 20, windowMs: 1_000 },
+        latencyMs: 17,
+        announce: "x-epoch",
+        retryAfter: "seconds",
+      },
+      pages: 500,
+      settings: { retry: { times: 10 } },
+    });
+    expect(r.ok).toBe(500);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.85);
+    expect(r.refused / r.requests).toBeLessThanOrEqual(0.01);
+  });
+
   it("a limit told on 429s only is tried higher where the site admits more (a bucket's size), obeyed where its window is said", () => {
     // [site, at least this efficiency, at most this share refused]; 3 ms of
     // jitter each way. Before the tries the two buckets ran at exactly their

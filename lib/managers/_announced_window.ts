@@ -432,6 +432,17 @@ export class AnnouncedWindow {
         // A send a slot after the last one refused: no counter after all.
         this.slidingCounter = false;
         this.#counterRefuted = true;
+      } else if (
+        !this.#counterRefuted && this.limit >= COUNTER_LIMIT_MIN && sentAt !== undefined &&
+        sentAt >= heldTo && remaining < 1 && resetAt > heldTo + this.windowMs / 2
+      ) {
+        // The first send after a hold until the told reset refused, and the
+        // reset now a window later: a fixed window has reset by then, a
+        // sliding log's told reset (its oldest request's expiry, rounded up)
+        // has freed a slot, a counter still weighs the window it spent. A
+        // counter of 20 per second told by epoch resets lost every other
+        // window to a refusal's hold: 0.50, 4.6% refused; 0.90, 0.4% now.
+        this.slidingCounter = true;
       }
       return;
     }
