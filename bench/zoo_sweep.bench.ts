@@ -6,7 +6,7 @@
  * sites that miss the issue's targets: efficiency 0.8 with the defaults, 0.9
  * with rampup, at most 5% refused) and the misses. Seconds to run, no sockets.
  *
- * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6] [--latency 5] [--set issue|retry-after|flaky|sliding-headers] [--fast-refusals]`
+ * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6] [--latency 5] [--set issue|retry-after|flaky|sliding-headers|sliding-headers-drawn] [--fast-refusals]`
  *
  * `--set issue`: instead of drawn sites, the 162 sites of the shapes issue 11
  * measured (`lib/sim/zoo_issue_sites.ts`; use one seed). `--set retry-after`:
@@ -14,6 +14,8 @@
  * (`retryAfterSites` there). `--set flaky`: 36 sites whose backend fails
  * 2-10% of requests at random with 502 or 504 (`flakySites`; their
  * efficiency against the same sites without failures: test/zoo_crawl.test.ts).
+ * `--set sliding-headers-drawn`: 30 sliding logs and counters per seed
+ * announcing with every header family, drawn (`drawnSlidingHeaderSites`).
  * `--set sliding-headers`: 60 sliding logs and sliding-window counters that
  * announce their budgets (`slidingHeaderSites`; `--pages 500` for the table
  * of docs/DECISIONS.md).
@@ -40,7 +42,7 @@ import {
   retryAfterSites,
   slidingHeaderSites,
 } from "../lib/sim/zoo_issue_sites.ts";
-import { generateZooSites } from "../lib/sim/zoo_random.ts";
+import { drawnSlidingHeaderSites, generateZooSites } from "../lib/sim/zoo_random.ts";
 import { argValue, isMain, markdownTable, median } from "./_harness.ts";
 
 /** Runs the sweep and returns its Markdown. */
@@ -67,6 +69,8 @@ export function main(argv: readonly string[]): string {
         ? flakySites()
         : set === "sliding-headers"
         ? slidingHeaderSites()
+        : set === "sliding-headers-drawn"
+        ? drawnSlidingHeaderSites(seed)
         : generateZooSites(seed);
       const sites = chosen.map((site) => ({
         ...site,

@@ -7,7 +7,7 @@ import {
   type ZooSiteSpec,
 } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
-import { generateZooSites } from "../lib/sim/zoo_random.ts";
+import { drawnSlidingHeaderSites, generateZooSites } from "../lib/sim/zoo_random.ts";
 import { flakySites, issueShapeSites, retryAfterSites } from "../lib/sim/zoo_issue_sites.ts";
 import { createZooSite } from "../lib/sim/zoo_site.ts";
 import { VirtualTimeScheduler } from "rxjs";
@@ -952,6 +952,27 @@ describe("a strict spacer's refusal near a quiet pace (outbound jitter, virtual 
       expect(r.refused / r.requests).toBeLessThanOrEqual(0.05);
     });
   }
+});
+
+describe("drawnSlidingHeaderSites()", () => {
+  it("drawnSlidingHeaderSites() draws the same 30 sites for a seed: logs and counters, every header family", () => {
+    const a = drawnSlidingHeaderSites(3);
+    expect(a).toEqual(drawnSlidingHeaderSites(3));
+    expect(a).not.toEqual(drawnSlidingHeaderSites(4));
+    expect(a).toHaveLength(30);
+    const all = [1, 2, 3, 4, 5].flatMap(drawnSlidingHeaderSites);
+    expect(new Set(all.map((s) => s.limiter.shape))).toEqual(
+      new Set(["sliding-counter", "sliding-window"]),
+    );
+    expect(new Set(all.map((s) => s.announce))).toEqual(
+      new Set(["x-epoch", "ietf", "x-delta", "legacy"]),
+    );
+    for (const s of all) {
+      const l = s.limiter as { quota: number; windowMs: number };
+      expect(l.quota).toBeGreaterThanOrEqual(8);
+      expect(l.quota / (l.windowMs / 1000)).toBeLessThanOrEqual(32.5);
+    }
+  });
 });
 
 describe("generateZooSites()", () => {

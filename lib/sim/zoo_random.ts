@@ -120,3 +120,40 @@ export function generateZooSites(seed: number): ZooSiteSpec[] {
   );
   return [...varied, { ...sites[varied.length]!, latencyJitter: pick([0, 0.2, 0.5]) }];
 }
+
+/**
+ * Sliding logs and sliding-window counters that announce their budgets,
+ * drawn from `seed`: rates of 2-32 per second, windows of 1-30 s, every
+ * header family (RateLimit, the legacy `RateLimit-*`, `X-RateLimit-*` with
+ * epoch and with delta resets), 5-205 ms, `Retry-After` in seconds or none.
+ * Where `slidingHeaderSites()` is the table the announced-window rules were
+ * fixed on, these are sites they were not (`bench/zoo_sweep.bench.ts --set
+ * sliding-headers-drawn`).
+ *
+ * @param seed The draw.
+ * @returns 30 sites.
+ */
+export function drawnSlidingHeaderSites(seed: number): ZooSiteSpec[] {
+  const random = seededRandom(seed * 7_919 + 101);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+  const sites: ZooSiteSpec[] = [];
+  for (let i = 0; i < 30; i++) {
+    const shape = pick(["sliding-counter", "sliding-window"] as const);
+    const windowMs = pick([1_000, 2_000, 3_000, 5_000, 10_000, 30_000]);
+    const quota = Math.max(8, Math.round(((2 + random() * 30) * windowMs) / 1000));
+    const announce = pick(["x-epoch", "ietf", "x-delta", "legacy"] as const);
+    const latencyMs = Math.round(5 + random() * 200);
+    const retryAfter = pick(["seconds", "none"] as const);
+    sites.push({
+      name: `${shape === "sliding-window" ? "log" : "counter"} ${quota}/${
+        windowMs / 1000
+      } s ${announce}, ${latencyMs} ms, Retry-After ${retryAfter}`,
+      limiter: { shape, quota, windowMs },
+      latencyMs,
+      status: 429,
+      retryAfter,
+      announce,
+    });
+  }
+  return sites;
+}
