@@ -1289,11 +1289,15 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     }
   });
 
-  it("a window length found a second shorter than epoch resets tell is dropped when a hold it ends is refused", () => {
+  it("a window length found a second shorter than epoch resets tell is dropped when a hold it ends is refused, and a late try's is tried again", () => {
     // A log of 30 per 2 s at 120 ms, no jitter: the try of 1 s was admitted
     // early on (the scope's first sends said little of the log), and every
     // window after it the hold that length ended was refused twice: 30
-    // refused of 530 (5.7%). The found length refused, the next try is 2 s.
+    // refused of 530 (5.7%). The found length refused, the next try was 2 s,
+    // but its send went 958 ms late (a Retry-After's hold) and "found" 2.96
+    // s: every told reset, a second late, was waited out (0.69). A found
+    // length a tenth or more over the whole second under the told window
+    // leaves that second to try: 0.88.
     const r = runZooCrawl({
       site: {
         name: "log 30/2 s x-epoch, 120 ms",
@@ -1307,7 +1311,7 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     });
     expect(r.ok).toBe(500);
     expect(r.refused).toBeLessThanOrEqual(5);
-    expect(r.efficiency).toBeGreaterThanOrEqual(0.65);
+    expect(r.efficiency).toBeGreaterThanOrEqual(0.83);
   });
 
   it("a sliding-window counter that refuses the first send after its told reset is read as one", () => {

@@ -1061,21 +1061,23 @@ export class AnnouncedWindow {
   windowToTry(): number {
     const hi = Math.min(this.windowMs, this.#windowHi);
     if (!this.epochResets || this.windowSaid || !(hi <= WINDOW_TRIED_UP_TO_MS)) return hi;
-    // Found, or the try refused (the told resets were on time: a window
-    // that begins on a whole second).
-    if (this.#windowHi < Infinity) return hi;
-    // Windows are mostly whole seconds: a second below the told one.
+    // Windows are mostly whole seconds: a second below the told one, unless
+    // a refused try ruled it out, or a try found about that (or shorter)
+    // admitted. A try whose send went far later than its hold (another hold
+    // kept it) found a length that says little: a log of 30 per 2 s at
+    // 120 ms "found" 2.96 s so and waited out every told reset (0.69; 0.88).
     const shorter = this.windowMs - 1_000;
-    return shorter > 0 && shorter > this.#refusedTryMs ? shorter : hi;
+    return shorter > 0 && shorter > this.#refusedTryMs &&
+        shorter * (1 + FOUND_LATE_SHARE) < this.#windowHi
+      ? shorter
+      : hi;
   }
 
   /** A hold ends at `until`, before the told reset, trying a window of `windowMs`. */
   trying(windowMs: number, until: number): void {
     if (!(windowMs < this.windowMs)) return;
     // A length not ruled out yet, or the one found (its hold tells again).
-    if (
-      this.#windowHi === Infinity ? windowMs > this.#refusedTryMs : windowMs === this.#windowHi
-    ) {
+    if (windowMs > this.#refusedTryMs || windowMs === this.#windowHi) {
       this.#tried = windowMs;
       this.#triedUntil = until;
     }
@@ -1091,10 +1093,11 @@ export class AnnouncedWindow {
     // length it tried, as long again as the send was late.
     const tried = this.#tried + (sentAt - this.#triedUntil);
     if (remaining >= 1 || !refused) {
-      if (this.#windowHi === Infinity) this.#windowHi = tried;
+      if (tried < this.#windowHi) this.#windowHi = tried;
     } else {
       if (tried > this.#refusedTryMs) this.#refusedTryMs = tried;
-      this.#windowHi = Infinity;
+      // The length found refused (a shorter try refused says nothing of it).
+      if (tried >= this.#windowHi) this.#windowHi = Infinity;
     }
     this.#tried = Number.NaN;
   }
@@ -1195,6 +1198,11 @@ const INFERRED_STEP_MAX = 0.4;
  * (see `windowToTry`): a second too long costs a longer window little.
  */
 const WINDOW_TRIED_UP_TO_MS = 10_000;
+/**
+ * A window length a try found longer than a whole second below the told one
+ * by more than this share (its send went late) leaves that length to try.
+ */
+const FOUND_LATE_SHARE = 0.1;
 /** Sends an announced quota keeps to tell when its window frees a slot (quotas up to this many). */
 const SENDS_FOR_FREED = 64;
 /** A slot freed by the scope's own sends is counted free this share of the window later (arrivals come after sends). */
