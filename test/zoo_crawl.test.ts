@@ -1265,75 +1265,42 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     );
   });
 
-  it("a sliding log told by epoch resets tries a second shorter again once a longer reset grows the window read", () => {
-    // No jitter: the first try (1 s, while the resets had told 2 s) was
-    // refused, which settled the told resets as on time for good; a later
-    // reset of 2.98 s grew the window read to 3 s, and every told reset,
-    // a second late, was waited out: 30 per 3 s, 0.69 (80 per 2 s: 0.70).
-    // A refused try now rules out only its own length and shorter ones.
-    for (const quota of [30, 80]) {
+  it("sliding windows told by epoch resets, no jitter: the window's length is tried again when the resets say more, and a counter is read as one", () => {
+    const log = (quota: number) => ({ shape: "sliding-window", quota, windowMs: 2_000 }) as const;
+    // [name, limiter, latency ms, at least this efficiency, at most this many refused]; 500 pages.
+    const rows: [string, ZooSiteSpec["limiter"], number, number, number][] = [
+      // The first try (1 s, while the resets had told 2 s) was refused, which
+      // settled the told resets as on time for good; a later reset of 2.98 s
+      // grew the window read to 3 s, and every told reset, a second late,
+      // was waited out: 30 per 3 s, 0.69 (80 per 2 s: 0.70). A refused try
+      // now rules out only its own length and shorter ones.
+      ["log 30/2 s", log(30), 17, 0.77, 3],
+      ["log 80/2 s", log(80), 17, 0.77, 3],
+      // The try of 1 s was admitted early on (the scope's first sends said
+      // little of the log), and every window after it the hold that length
+      // ended was refused twice: 30 refused of 530 (5.7%). The found length
+      // refused, the next try was 2 s, but its send went 958 ms late (a
+      // Retry-After's hold) and "found" 2.96 s: every told reset, a second
+      // late, was waited out (0.69). A found length a tenth or more over the
+      // whole second under the told window leaves that second to try: 0.88.
+      ["log 30/2 s, 120 ms", log(30), 120, 0.83, 5],
+      // Each window's budget went at its start, the hold until the told reset
+      // ended where the counter still weighed that window in full, and the
+      // refusal's Retry-After held the scope through the next: every other
+      // window, a refusal each (0.50, 23 refused). Refused there with the
+      // reset a window later, the site is read as a counter: 0.90.
+      ["counter 20/1 s", { shape: "sliding-counter", quota: 20, windowMs: 1_000 }, 17, 0.85, 5],
+    ];
+    for (const [name, limiter, latencyMs, atLeast, refusedAtMost] of rows) {
       const r = runZooCrawl({
-        site: {
-          name: `log ${quota}/2 s x-epoch`,
-          limiter: { shape: "sliding-window", quota, windowMs: 2_000 },
-          latencyMs: 17,
-          announce: "x-epoch",
-          retryAfter: "seconds",
-        },
+        site: { name, limiter, latencyMs, announce: "x-epoch", retryAfter: "seconds" },
         pages: 500,
         settings: { retry: { times: 10 } },
       });
-      expect({ quota, ok: r.ok }).toEqual({ quota, ok: 500 });
-      expect({ quota, efficient: r.efficiency >= 0.77 }).toEqual({ quota, efficient: true });
-      expect(r.refused).toBeLessThanOrEqual(3);
+      expect({ name, ok: r.ok }).toEqual({ name, ok: 500 });
+      expect({ name, efficient: r.efficiency >= atLeast }).toEqual({ name, efficient: true });
+      expect({ name, refused: r.refused <= refusedAtMost }).toEqual({ name, refused: true });
     }
-  });
-
-  it("a window length found a second shorter than epoch resets tell is dropped when a hold it ends is refused, and a late try's is tried again", () => {
-    // A log of 30 per 2 s at 120 ms, no jitter: the try of 1 s was admitted
-    // early on (the scope's first sends said little of the log), and every
-    // window after it the hold that length ended was refused twice: 30
-    // refused of 530 (5.7%). The found length refused, the next try was 2 s,
-    // but its send went 958 ms late (a Retry-After's hold) and "found" 2.96
-    // s: every told reset, a second late, was waited out (0.69). A found
-    // length a tenth or more over the whole second under the told window
-    // leaves that second to try: 0.88.
-    const r = runZooCrawl({
-      site: {
-        name: "log 30/2 s x-epoch, 120 ms",
-        limiter: { shape: "sliding-window", quota: 30, windowMs: 2_000 },
-        latencyMs: 120,
-        announce: "x-epoch",
-        retryAfter: "seconds",
-      },
-      pages: 500,
-      settings: { retry: { times: 10 } },
-    });
-    expect(r.ok).toBe(500);
-    expect(r.refused).toBeLessThanOrEqual(5);
-    expect(r.efficiency).toBeGreaterThanOrEqual(0.83);
-  });
-
-  it("a sliding-window counter that refuses the first send after its told reset is read as one", () => {
-    // 20 per second told by epoch resets, 17 ms, no jitter: each window's
-    // budget went at its start, the hold until the told reset ended where
-    // the counter still weighed that window in full, and the refusal's
-    // Retry-After held the scope through the next: every other window, with
-    // a refusal each (0.50, 4.6% refused).
-    const r = runZooCrawl({
-      site: {
-        name: "counter 20/1 s x-epoch",
-        limiter: { shape: "sliding-counter", quota: 20, windowMs: 1_000 },
-        latencyMs: 17,
-        announce: "x-epoch",
-        retryAfter: "seconds",
-      },
-      pages: 500,
-      settings: { retry: { times: 10 } },
-    });
-    expect(r.ok).toBe(500);
-    expect(r.efficiency).toBeGreaterThanOrEqual(0.85);
-    expect(r.refused / r.requests).toBeLessThanOrEqual(0.01);
   });
 
   it("a limit told on 429s only is tried higher where the site admits more (a bucket's size), obeyed where its window is said", () => {
