@@ -1045,27 +1045,29 @@ export class AnnouncedWindow {
    * reads as 2 s, and a hold until the told reset waits up to a second too
    * long each window (an express-rate-limit `X-RateLimit-Reset` epoch on a
    * 10 per second window ran at half its rate). Windows are mostly whole
-   * seconds, so the hold tries a window a second shorter than told, once,
-   * ended by the scope's own sends (see `freedBy`): the first send after it
-   * decides (`triedOut`). Admitted, that length holds until a send after a
-   * hold it ended is refused (a length found while the scope's own early
-   * sends said little: a log of 30 per 2 s at 120 ms found 1 s, and two
-   * sends a window were refused, 5.7%; 0.8% now); refused
-   * (one refusal, an explained hold), the window is longer than the length
-   * tried, and the told resets are waited out until a longer reset grows the
-   * window read so that a second below it is longer than that length (a
-   * sliding log's reset, its oldest request's expiry rounded up, grows it
-   * late: a log of 30 per 2 s tried 1 s while its resets had told 2 s, then
-   * read 3 s and waited out every told reset, a second late: 0.69; 0.79 now).
+   * seconds, so the hold tries a window a second shorter than told, ended by
+   * the scope's own sends (see `freedBy`); the first send after it decides
+   * (`triedOut`), one refusal at most per length (an explained hold).
+   * - Admitted: that length (as long again as the send was late) holds, each
+   *   hold it ends telling again; a send after one refused drops it (found
+   *   while the scope's early sends said little, a log of 30 per 2 s at
+   *   120 ms kept 1 s and had two refused every window: 5.7%; 0.8%).
+   * - Refused: the window is longer than that length; the next try waits
+   *   until a longer reset grows the window read (a sliding log's reset, its
+   *   oldest request's expiry rounded up, grows it late: a log of 30 per 2 s
+   *   tried 1 s while its resets told 2 s, then read 3 s, and waited out
+   *   every told reset, a second late: 0.69; 0.79).
+   * - A length found FOUND_LATE_SHARE or more over the whole second under the
+   *   told window (its send went late) leaves that second to try.
    */
   windowToTry(): number {
     const hi = Math.min(this.windowMs, this.#windowHi);
     if (!this.epochResets || this.windowSaid || !(hi <= WINDOW_TRIED_UP_TO_MS)) return hi;
-    // Windows are mostly whole seconds: a second below the told one, unless
-    // a refused try ruled it out, or a try found about that (or shorter)
-    // admitted. A try whose send went far later than its hold (another hold
-    // kept it) found a length that says little: a log of 30 per 2 s at
-    // 120 ms "found" 2.96 s so and waited out every told reset (0.69; 0.88).
+    // A second below the told window, unless a refused try ruled it out or a
+    // try found about that (or shorter) admitted. A try whose send went far
+    // later than its hold (another hold kept it) found a length that says
+    // little: a log of 30 per 2 s at 120 ms "found" 2.96 s so and waited out
+    // every told reset (0.69; 0.88).
     const shorter = this.windowMs - 1_000;
     return shorter > 0 && shorter > this.#refusedTryMs &&
         shorter * (1 + FOUND_LATE_SHARE) < this.#windowHi
