@@ -708,13 +708,14 @@ export class RampupController {
    * site frees a slot at a time (a sliding window), and `rate` is what it
    * admitted since the quota's first window. What the scope admitted under
    * the quota was its own pace, not the site's, and starts no episode.
+   * `now`: sends made from then on can refute a cap tried here.
    */
   leaveQuota(
     knobs: RampKnobs,
     rate: number,
     climb: boolean,
-    reopensNone = false,
-    now = Number.NaN,
+    reopensNone: boolean,
+    now: number,
   ): void {
     const held = this.#capHeld;
     this.#capHeld = undefined;

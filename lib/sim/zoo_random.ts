@@ -23,6 +23,11 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
+/** A function that picks one of its values at random from `random`. */
+function picker(random: () => number): <T>(values: readonly T[]) => T {
+  return (values) => values[Math.floor(random() * values.length)]!;
+}
+
 /**
  * Zoo sites with parameters drawn from `seed`, never picked: two token buckets,
  * two strict spacers, six fixed windows (without headers, with Retry-After,
@@ -38,7 +43,7 @@ export function seededRandom(seed: number): () => number {
 export function generateZooSites(seed: number): ZooSiteSpec[] {
   const random = seededRandom(seed);
   const int = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
-  const pick = <T>(values: readonly T[]): T => values[Math.floor(random() * values.length)]!;
+  const pick = picker(random);
   const status = () => pick([429, 503] as const);
   const retryAfter = () => pick(["none", "seconds", "date"] as const);
   const sites: ZooSiteSpec[] = [];
@@ -135,7 +140,7 @@ export function generateZooSites(seed: number): ZooSiteSpec[] {
  */
 export function drawnSlidingHeaderSites(seed: number): ZooSiteSpec[] {
   const random = seededRandom(seed * 7_919 + 101);
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+  const pick = picker(random);
   const sites: ZooSiteSpec[] = [];
   for (let i = 0; i < 30; i++) {
     const shape = pick(["sliding-counter", "sliding-window"] as const);
