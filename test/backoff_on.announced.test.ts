@@ -17,7 +17,7 @@ import { seededRandom, testScheduler } from "./_helpers/test_scheduler.ts";
 /** Virtual time 0 as a wall-clock time, for epoch resets. */
 const BASE = Date.UTC(2025, 0, 1, 12, 0, 0);
 
-type Family = "ietf" | "x-delta" | "x-epoch";
+type Family = "ietf" | "x-delta" | "x-epoch" | "x-rate-limit-epoch";
 
 interface Reply {
   readonly status: number;
@@ -53,6 +53,13 @@ function fixedWindowSite(
         ? {
           "ratelimit-policy": `"default";q=${limit};w=${windowMs / 1000}`,
           ratelimit: `"default";r=${remaining};t=${resetS}`,
+        }
+        : family === "x-rate-limit-epoch"
+        ? {
+          // X/Twitter's and Okta's spelling of the same family.
+          "x-rate-limit-limit": String(limit),
+          "x-rate-limit-remaining": String(remaining),
+          "x-rate-limit-reset": String(Math.ceil((BASE + resetAt) / 1000)),
         }
         : {
           "x-ratelimit-limit": String(limit),
@@ -121,7 +128,7 @@ describe("backoffOn() obeys an announced fixed window with default settings (vir
     [8, 1_000, 20],
     [60, 60_000, 200],
   ];
-  for (const family of ["ietf", "x-delta", "x-epoch"] as const) {
+  for (const family of ["ietf", "x-delta", "x-epoch", "x-rate-limit-epoch"] as const) {
     for (const [limit, windowMs, latencyMs] of cases) {
       it(`backoffOn() reaches ${limit} per ${windowMs / 1000} s announced as ${family} (${latencyMs} ms latency)`, () => {
         const pages = Math.max(200, limit * 4);

@@ -471,6 +471,14 @@ describe("serverDelayMs()", () => {
       .toBeUndefined();
   });
 
+  it("serverDelayMs() reads the X-Rate-Limit-* spelling (X/Twitter, Okta) as X-RateLimit-*", () => {
+    const epoch = String(NOW / 1000 + 45);
+    expect(serverDelayMs({ "x-rate-limit-reset": epoch, "x-rate-limit-remaining": "0" }, NOW))
+      .toEqual({ delayMs: 45_000, source: "ratelimit" });
+    expect(serverDelayMs({ "x-rate-limit-reset": epoch, "x-rate-limit-remaining": "2" }, NOW))
+      .toBeUndefined();
+  });
+
   it("serverDelayMs() ignores invalid values and falls back to valid ones", () => {
     expect(serverDelayMs({ "Retry-After": "-5", "RateLimit-Reset": "1e400" }, NOW))
       .toBeUndefined();
@@ -562,6 +570,13 @@ describe("quotaRemaining()", () => {
         "X-RateLimit-Reset": String(NOW / 1000 + 60),
       }),
     ).toEqual({ remaining: 1 });
+    expect(
+      quotaRemaining({
+        "X-Rate-Limit-Remaining": "899",
+        "X-Rate-Limit-Limit": "900",
+        "X-Rate-Limit-Reset": String(NOW / 1000 + 600),
+      }, NOW),
+    ).toEqual({ remaining: 899, limit: 900, resetMs: 600_000 });
   });
 
   it("quotaRemaining() takes a policy's quota for the legacy headers", () => {
@@ -632,6 +647,20 @@ describe("announcedBudget()", () => {
       { limit: 10, remaining: 4, resetInMs: 2_000 },
     ],
     [
+      "X-Rate-Limit-* with an epoch reset (X/Twitter, Okta), in a WHATWG Headers",
+      new Headers({
+        "x-rate-limit-limit": "15",
+        "x-rate-limit-remaining": "0",
+        "x-rate-limit-reset": epoch(12),
+      }),
+      { limit: 15, remaining: 0, resetInMs: 12_000, resetIsEpoch: true },
+    ],
+    [
+      "X-Rate-Limit-* in a record, a long-past reset named under its own spelling",
+      { "X-Rate-Limit-Remaining": "3", "X-Rate-Limit-Reset": epoch(-3600) },
+      { remaining: 3, ignored: [`x-rate-limit-reset: "${epoch(-3600)}"`] },
+    ],
+    [
       "X-RateLimit-Reset-After (Discord)",
       { "X-RateLimit-Remaining": "1", "X-RateLimit-Reset-After": "1.5" },
       { remaining: 1, resetInMs: 1_500 },
@@ -698,6 +727,9 @@ describe("announcedBudget()", () => {
           "x-ratelimit-remaining",
           "x-ratelimit-reset",
           "x-ratelimit-reset-after",
+          "x-rate-limit-limit",
+          "x-rate-limit-remaining",
+          "x-rate-limit-reset",
         ),
         fc.oneof(fc.constantFrom(...GARBAGE), fc.string()),
         (name, value) => {

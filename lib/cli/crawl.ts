@@ -247,6 +247,9 @@ const KEPT_HEADERS = [
   "x-ratelimit-limit",
   "x-ratelimit-remaining",
   "x-ratelimit-reset",
+  "x-rate-limit-limit",
+  "x-rate-limit-remaining",
+  "x-rate-limit-reset",
 ];
 
 /**

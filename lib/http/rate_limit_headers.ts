@@ -85,6 +85,22 @@ export function headerValue(
   return parts.length === 0 ? undefined : parts.join(", ");
 }
 
+/**
+ * The `X-RateLimit-<part>` header, or its `X-Rate-Limit-<part>` spelling
+ * (X/Twitter, Okta: the same numbers, an epoch reset), with the name it was
+ * read under.
+ */
+function xRateLimit(
+  headers: HeadersLike | null | undefined,
+  part: "limit" | "remaining" | "reset",
+): { readonly name: string; readonly value: string } | undefined {
+  for (const name of [`x-ratelimit-${part}`, `x-rate-limit-${part}`]) {
+    const value = headerValue(headers, name);
+    if (value !== undefined) return { name, value };
+  }
+  return undefined;
+}
+
 // ---------------------------------------------------------------------------
 // Numbers
 
@@ -490,7 +506,7 @@ const exhausted = (remaining: number | undefined) => remaining === undefined || 
  *
  * - `Retry-After` (delta-seconds or HTTP-date): always.
  * - The reset of a rate-limit quota, from the `RateLimit` field's `t`, from
- *   `RateLimit-Reset`, or from `X-RateLimit-Reset`: only when that quota is
+ *   `RateLimit-Reset`, or from `X-RateLimit-Reset` (`X-Rate-Limit-Reset`): only when that quota is
  *   spent (its remaining count is 0) or no remaining count is given. A reset
  *   is when a window ends, not a request to wait: a 503 that says 4,999
  *   requests are left must not hold a scope until the hour is over.
@@ -528,9 +544,9 @@ export function serverDelayMs(
   if (exhausted(remaining)) {
     offer(parseRateLimitReset(headerValue(headers, "ratelimit-reset")), "ratelimit");
   }
-  const xRemaining = smallest(legacyNumbers(headerValue(headers, "x-ratelimit-remaining")));
+  const xRemaining = smallest(legacyNumbers(xRateLimit(headers, "remaining")?.value));
   if (exhausted(xRemaining)) {
-    offer(parseXRateLimitReset(headerValue(headers, "x-ratelimit-reset"), nowEpochMs), "ratelimit");
+    offer(parseXRateLimitReset(xRateLimit(headers, "reset")?.value, nowEpochMs), "ratelimit");
   }
   return best;
 }
@@ -573,7 +589,7 @@ function quota(
  * quota and window from the `RateLimit-Policy` item of the same name (or the
  * only one); else `RateLimit-Remaining` / `X-RateLimit-Remaining` with
  * `RateLimit-Limit` / `X-RateLimit-Limit` and `RateLimit-Reset` /
- * `X-RateLimit-Reset`.
+ * `X-RateLimit-Reset` (or `X-Rate-Limit-*`, X/Twitter's and Okta's spelling).
  *
  * @param headers The response headers.
  * @param nowEpochMs The current wall-clock time, epoch ms; without it an
@@ -616,12 +632,12 @@ export function quotaRemaining(
   }
 
   const remaining = smallest(legacyNumbers(headerValue(headers, "ratelimit-remaining"))) ??
-    smallest(legacyNumbers(headerValue(headers, "x-ratelimit-remaining")));
+    smallest(legacyNumbers(xRateLimit(headers, "remaining")?.value));
   if (remaining === undefined) return undefined;
   const policy = policyNamed(undefined);
   const limit = legacyNumbers(headerValue(headers, "ratelimit-limit"))[0] ??
-    legacyNumbers(headerValue(headers, "x-ratelimit-limit"))[0] ?? policy?.quota;
-  const xReset = headerValue(headers, "x-ratelimit-reset");
+    legacyNumbers(xRateLimit(headers, "limit")?.value)[0] ?? policy?.quota;
+  const xReset = xRateLimit(headers, "reset")?.value;
   const resetMs = parseRateLimitReset(headerValue(headers, "ratelimit-reset")) ??
     (xReset === undefined ? undefined : largest(
       singletonMembers(xReset).map((m) => parseOneXReset(m, nowEpochMs)),
@@ -661,7 +677,9 @@ function mayAnnounce(headers: HeadersLike): boolean {
     const c = key.charCodeAt(0) | 32;
     if (c !== 114 /* r */ && c !== 120 /* x */) continue;
     const k = key.toLowerCase();
-    if (k.startsWith("ratelimit") || k.startsWith("x-ratelimit")) return true;
+    if (k.startsWith("ratelimit") || k.startsWith("x-ratelimit") || k.startsWith("x-rate-limit")) {
+      return true;
+    }
   }
   return false;
 }
@@ -694,7 +712,9 @@ const nonEmpty = <T>(list: T[]): T[] | undefined => list.length === 0 ? undefine
  * window `w`); else `RateLimit-Remaining` / `X-RateLimit-Remaining` with
  * `RateLimit-Limit` / `X-RateLimit-Limit` and `RateLimit-Reset` /
  * `X-RateLimit-Reset` (delta-seconds or an epoch time, told apart as in
- * {@linkcode parseXRateLimitReset}) / `X-RateLimit-Reset-After`.
+ * {@linkcode parseXRateLimitReset}) / `X-RateLimit-Reset-After`. Every
+ * `X-RateLimit-*` name is also read in X/Twitter's and Okta's spelling,
+ * `X-Rate-Limit-*`.
  *
  * A field that is present but cannot be believed (unreadable, negative, an
  * epoch in the past, a reset or window over {@linkcode MAX_ANNOUNCED_MS}, a
@@ -725,8 +745,11 @@ export function announcedBudget(
   if (typeof headers !== "object" || headers === null || !mayAnnounce(headers)) return undefined;
   let ignored: string[] | undefined;
   let seen = false;
-  const read = <T>(name: string, parse: (value: string) => T | undefined): T | undefined => {
-    const value = headerValue(headers, name);
+  const read = <T>(
+    name: string,
+    parse: (value: string) => T | undefined,
+    value = headerValue(headers, name),
+  ): T | undefined => {
     if (value === undefined) return undefined;
     seen = true;
     const parsed = parse(value);
@@ -734,6 +757,13 @@ export function announcedBudget(
       (ignored ??= []).push(`${name}: ${JSON.stringify(value.slice(0, 60))}`);
     }
     return parsed;
+  };
+  const readX = <T>(
+    part: "limit" | "remaining" | "reset",
+    parse: (value: string) => T | undefined,
+  ): T | undefined => {
+    const x = xRateLimit(headers, part);
+    return x === undefined ? undefined : read(x.name, parse, x.value);
   };
   const drop = (why: string) => (ignored ??= []).push(why);
   let clock: number | undefined;
@@ -760,18 +790,15 @@ export function announcedBudget(
 
   let remaining = binding?.remaining ??
     read("ratelimit-remaining", (v) => smallest(legacyNumbers(v))) ??
-    read("x-ratelimit-remaining", (v) => smallest(legacyNumbers(v)));
+    readX("remaining", (v) => smallest(legacyNumbers(v)));
   const legacyLimit = headerValue(headers, "ratelimit-limit");
   let limit = binding?.limit ?? policy?.quota ??
     read("ratelimit-limit", (v) => legacyNumbers(v)[0]) ??
-    read("x-ratelimit-limit", (v) => legacyNumbers(v)[0]);
+    readX("limit", (v) => legacyNumbers(v)[0]);
   let windowMs = policy?.windowMs ?? legacyWindowMs(legacyLimit);
   let resetInMs = binding?.resetMs ??
     read("ratelimit-reset", parseRateLimitReset) ??
-    read(
-      "x-ratelimit-reset",
-      (v) => parseXRateLimitReset(v, serverNow()) ?? justPassed(v, serverNow()),
-    ) ??
+    readX("reset", (v) => parseXRateLimitReset(v, serverNow()) ?? justPassed(v, serverNow())) ??
     read("x-ratelimit-reset-after", parseRateLimitReset);
   if (!seen && binding === undefined && policies.length === 0) return undefined;
 
@@ -793,7 +820,7 @@ export function announcedBudget(
   // read; a delta read at several times narrows it (see `recordAnnounced`).
   const resetIsEpoch = resetInMs !== undefined && binding?.resetMs === undefined &&
     headerValue(headers, "ratelimit-reset") === undefined &&
-    isEpochSeconds(headerValue(headers, "x-ratelimit-reset"));
+    isEpochSeconds(xRateLimit(headers, "reset")?.value);
   return {
     ...(limit === undefined ? {} : { limit }),
     ...(resetIsEpoch ? { resetIsEpoch } : {}),
