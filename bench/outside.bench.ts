@@ -29,7 +29,8 @@
  * `--virtual --drawn 1-40 [--list | --list-all]`: instead, twelve sites per seed drawn
  * with random parameters from the same limiters (`bench/outside/drawn.ts`),
  * in virtual time: a summary per limiter kind and mode (`--list`: each crawl
- * under the target or over 5% refused; `--list-all`: every crawl).
+ * under the target or over 5% refused; `--list-all`: every crawl). With `--slow`, slow sites
+ * (0.2-2/s, 20-80 pages; `drawnSites(seed, true)`).
  *
  * @module
  */
@@ -294,9 +295,10 @@ function drawnTables(
   to: number,
   list: boolean,
   listAll = false,
+  slow = false,
 ): string {
   const sites: DrawnSite[] = [];
-  for (let seed = from; seed <= to; seed++) sites.push(...drawnSites(seed));
+  for (let seed = from; seed <= to; seed++) sites.push(...drawnSites(seed, slow));
   const out: string[] = [];
   for (const mode of modes) {
     const target = mode === "rampup" ? 0.9 : 0.8;
@@ -339,9 +341,9 @@ function drawnTables(
       ]];
     });
     out.push(
-      `### politely, ${
-        mode === "rampup" ? "rampup" : "defaults"
-      }, drawn sites (seeds ${from}-${to}), virtual time`,
+      `### politely, ${mode === "rampup" ? "rampup" : "defaults"}, drawn ${
+        slow ? "slow " : ""
+      }sites (seeds ${from}-${to}), virtual time`,
       "",
       markdownTable(
         [
@@ -414,6 +416,7 @@ async function main(argv: readonly string[]): Promise<number> {
           to ?? from!,
           argv.includes("--list") || argv.includes("--list-all"),
           argv.includes("--list-all"),
+          argv.includes("--slow"),
         ),
       );
       return 0;

@@ -43,16 +43,24 @@ export interface DrawnSite extends SiteSpec {
 /**
  * Twelve sites drawn from `seed`.
  *
+ * With `slow`, rates of 0.2-2/s (the one-request-a-second politeness limits
+ * of many sites, and slower), 20-80 pages (a crawl of 20-100 s); the draw is
+ * otherwise the same, from another stream of the seed: `bench/outside.bench.ts
+ * --virtual --drawn A-B --slow`.
+ *
  * @param seed Any integer; the same seed draws the same sites.
- * @returns The sites, named `d<seed>-<i>`.
+ * @param slow Draw slow sites.
+ * @returns The sites, named `d<seed>-<i>` (`s<seed>-<i>` when slow).
  */
-export function drawnSites(seed: number): DrawnSite[] {
-  const r = seeded(seed * 7919 + 13);
+export function drawnSites(seed: number, slow = false): DrawnSite[] {
+  const r = seeded(seed * 7919 + (slow ? 29 : 13));
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
   const between = (a: number, b: number) => a * Math.pow(b / a, r());
   const sites: DrawnSite[] = [];
   for (let i = 0; i < 12; i++) {
-    const rate = Math.round(between(1.5, 40) * 10) / 10;
+    const rate = slow
+      ? Math.round(between(0.2, 2) * 100) / 100
+      : Math.round(between(1.5, 40) * 10) / 10;
     const baseMs = Math.round(between(5, 300));
     const spread = pick([0, 0, 0.3, 0.5]);
     const status = pick([429, 429, 503] as const);
@@ -64,7 +72,9 @@ export function drawnSites(seed: number): DrawnSite[] {
       { kind: "constant", seconds: pick([1, 2, 5]) },
     ]);
     const kind = pick(DRAWN_KINDS);
-    const pages = Math.round(Math.max(100, Math.min(500, rate * between(8, 30))));
+    const pages = slow
+      ? Math.round(Math.max(20, Math.min(80, rate * between(20, 50))))
+      : Math.round(Math.max(100, Math.min(500, rate * between(8, 30))));
     const perWindow = (w: number) => Math.max(2, Math.round((rate * w) / 1000));
     let rules: SiteSpec["rules"];
     let shape: string;
@@ -141,7 +151,7 @@ export function drawnSites(seed: number): DrawnSite[] {
       ? "no Retry-After"
       : `Retry-After ${retryAfter.kind}`;
     sites.push({
-      name: `d${seed}-${i}`,
+      name: `${slow ? "s" : "d"}${seed}-${i}`,
       kind,
       shape: `${shape}, ${status}, ${ra}; ${baseMs} ms${spread > 0 ? ` ±${spread * 100}%` : ""}`,
       pages,
