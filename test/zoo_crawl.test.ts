@@ -954,6 +954,36 @@ describe("a strict spacer's refusal near a quiet pace (outbound jitter, virtual 
   }
 });
 
+describe("a slow strict spacer, under 2/s, without Retry-After (virtual time)", () => {
+  // Paced from below at 8/s after the first refusal, a 1/s spacer was refused
+  // at 8, 2 and 1/s, then bisected from 0.5/s toward 8/s a refusal a step:
+  // 0.76 with 11 refused. The block's admitted probe tells the interval (its
+  // gap after the admit before it), the last refused probe bounds it, and the
+  // next send is timed with that slower pace.
+  // [rate/s, latency ms, status, pages, efficiency at least, refused at most]
+  const table: [number, number, 429 | 503, number, number, number][] = [
+    [1, 30, 429, 60, 0.85, 9],
+    [0.5, 100, 503, 40, 0.85, 12],
+  ];
+  for (const [ratePerSec, latencyMs, status, pages, atLeast, refusedAtMost] of table) {
+    it(`defaults reach ${atLeast} of a ${ratePerSec}/s spacer at ${latencyMs} ms (${status}), ${refusedAtMost} refused at most`, () => {
+      const r = runZooCrawl({
+        site: {
+          name: `spacer ${ratePerSec}/s`,
+          limiter: { shape: "token-bucket", ratePerSec, burst: 1 },
+          latencyMs,
+          status,
+        },
+        pages,
+        settings: { retry: { times: 10 } },
+      });
+      expect(r.ok).toBe(pages);
+      expect(r.efficiency).toBeGreaterThanOrEqual(atLeast);
+      expect(r.refused).toBeLessThanOrEqual(refusedAtMost);
+    });
+  }
+});
+
 describe("drawnSlidingHeaderSites()", () => {
   it("drawnSlidingHeaderSites() draws the same 30 sites for a seed: logs and counters, every header family", () => {
     const a = drawnSlidingHeaderSites(3);

@@ -1819,6 +1819,31 @@ export class RampupController {
           fmt(rate)
         }/s`,
       );
+    } else if (
+      !held && this.rate !== Infinity && this.#admitCount >= 2 && this.#firstAdmits <= 1 &&
+      !Number.isNaN(this.#lastRefusedAt)
+    ) {
+      // A strict spacer's block (no burst ever admitted): the probe admitted
+      // now went `gap` after the admit before the block, and one refused
+      // went `refusedGap` after it, longer than the pace's own gap and at
+      // least a first probe's wait. The site's interval lies between the
+      // two: the pace goes to the admitted gap, and the refused one bounds
+      // the climb. (A 1/s spacer, paced from below at 8/s, was refused at 8,
+      // 2 and 1/s and bisected from 0.5/s toward 8/s, 13 refused of 73
+      // sends, 0.76; 9, 0.90 now.)
+      const prev = this.#admitStarts[(this.#admitCount - 2) % RING]!;
+      const gap = sentAt - prev;
+      const refusedGap = this.#lastRefusedAt - prev;
+      if (refusedGap > 1000 / this.rate && refusedGap >= FIRST_PROBE_MS && gap > refusedGap) {
+        const rate = this.#clampRate(1000 / gap);
+        this.#hi = Math.min(this.#hi, 1000 / refusedGap);
+        this.#paceLater(
+          rate,
+          `a block ended: admitted ${Math.round(gap)} ms after the last admit, refused ${
+            Math.round(refusedGap)
+          } ms after it: rate ${fmt(rate)}/s`,
+        );
+      }
     }
     this.#periodStart = now;
     this.#periodAdmits = 1;

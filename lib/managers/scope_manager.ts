@@ -703,6 +703,11 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     if (x.ramp !== undefined && x.level === 0) {
       const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
       x.ramp.advance(now, knobs, steps);
+      // A slower pace times the next send too: it was timed with the old
+      // delay when the last request went out (a strict spacer's pace read at
+      // an admit, 125 ms -> 1185 ms, let the next request go 125 ms after
+      // that admit, to be refused).
+      if (knobs.delayMs > this.#delayMs) this.#nextSendAt += knobs.delayMs - this.#delayMs;
       this.#delayMs = knobs.delayMs;
       this.#concurrency = knobs.concurrency;
     }
