@@ -8,11 +8,12 @@ import { type Dashboard, serveDashboard } from "../lib/dashboard/serve_dashboard
 import type { ThrottleEvent } from "../lib/events.ts";
 import type { ScopeState } from "../lib/managers/scope_manager_protocol.ts";
 import { startDemoWeb } from "./_helpers/politely_cli.ts";
+import { chromiumPath } from "./_runtime/chromium.ts";
 
 // The page in a real headless browser: Debian's chromium, never a download.
 // A machine without it fails here (.ci/run installs it): a skipped browser
 // test would hide a broken page.
-const CHROMIUM = process.env["CHROMIUM_PATH"] ?? "/usr/bin/chromium";
+const CHROMIUM = chromiumPath();
 // Hang limits for a loaded 2-core machine; nothing asserts how long anything took.
 const HANG_LIMIT_MS = 120_000;
 const WAIT_MS = 60_000;

@@ -11,6 +11,7 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { connect } from "node:net";
 import process from "node:process";
+import { aptInstall } from "./apt.ts";
 
 /** A Redis server for the run; `stop` ends it if this module started it. */
 export interface TestRedis {
@@ -43,19 +44,7 @@ function hasRedisServer(): boolean {
 }
 
 function installRedisServer(): boolean {
-  const root = typeof process.getuid === "function" && process.getuid() === 0;
-  const apt = spawnSync("apt-get", ["--version"], { stdio: "ignore" }).status === 0;
-  if (!root || !apt) return false;
-  console.log("redis-server is missing: installing it with apt-get (Debian package redis-server)");
-  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  for (let attempt = 1; attempt <= 3; attempt++) {
-    const update = spawnSync("apt-get", ["update", "-qq"], { stdio: "inherit", env });
-    const install = update.status === 0 &&
-      spawnSync("apt-get", ["install", "-y", "-qq", "redis-server"], { stdio: "inherit", env })
-          .status === 0;
-    if (install && hasRedisServer()) return true;
-  }
-  return false;
+  return aptInstall("redis-server", hasRedisServer);
 }
 
 /**

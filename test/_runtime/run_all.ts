@@ -1,7 +1,8 @@
 /**
  * `npm test`: runs each named npm script in turn, carries on past a failure so
  * one run shows every runtime's result, prints a table and exits non-zero if
- * any step failed. Test steps get a Redis server first (see redis.ts).
+ * any step failed. Test steps get a Redis server first (see redis.ts), and the
+ * browser the dashboard test drives (see chromium.ts).
  *
  * Usage: tsx test/_runtime/run_all.ts typecheck lint test:node ...
  *
@@ -10,6 +11,7 @@
 import { spawnSync } from "node:child_process";
 import { rmSync } from "node:fs";
 import process from "node:process";
+import { ensureChromium } from "./chromium.ts";
 import { ensureRedis, type TestRedis } from "./redis.ts";
 import { REPORT_DIR, type StepResult, STEPS_FILE, summarize, writeReport } from "./reports.ts";
 
@@ -22,11 +24,13 @@ if (steps.length === 0) {
 // Stale reports from an earlier run must not be counted.
 rmSync(REPORT_DIR, { recursive: true, force: true });
 
-// The Redis tests and examples need a server: the one on $REDIS_PORT, or one
+// The dashboard's page test needs Debian's chromium (test/_runtime/chromium.ts);
+// the Redis tests and examples need a server: the one on $REDIS_PORT, or one
 // started here for the run (test/_runtime/redis.ts).
 let redis: TestRedis | undefined;
 if (steps.some((s) => s.startsWith("test:"))) {
   try {
+    ensureChromium();
     redis = await ensureRedis();
   } catch (error) {
     console.error(`npm test: ${(error as Error).message}`);
