@@ -506,8 +506,9 @@ const exhausted = (remaining: number | undefined) => remaining === undefined || 
  *
  * - `Retry-After` (delta-seconds or HTTP-date): always.
  * - The reset of a rate-limit quota, from the `RateLimit` field's `t`, from
- *   `RateLimit-Reset`, or from `X-RateLimit-Reset` (`X-Rate-Limit-Reset`): only when that quota is
- *   spent (its remaining count is 0) or no remaining count is given. A reset
+ *   `RateLimit-Reset`, or from `X-RateLimit-Reset` (`X-Rate-Limit-Reset`):
+ *   only when that quota is spent (its remaining count is 0) or no
+ *   remaining count is given. A reset
  *   is when a window ends, not a request to wait: a 503 that says 4,999
  *   requests are left must not hold a scope until the hour is over.
  *

@@ -1828,9 +1828,9 @@ export class RampupController {
       // went `refusedGap` after it, longer than the pace's own gap and at
       // least a first probe's wait. The site's interval lies between the
       // two: the pace goes to the admitted gap, and the refused one bounds
-      // the climb. (A 1/s spacer, paced from below at 8/s, was refused at 8,
-      // 2 and 1/s and bisected from 0.5/s toward 8/s, 13 refused of 73
-      // sends, 0.76; 9, 0.90 now.)
+      // the climb. (A 1/s spacer at 30 ms, paced from below at 8/s, was
+      // refused at 8, 2 and 1/s and bisected from 0.5/s toward 8/s: 11
+      // refused in 60 pages, 0.76; 9 and 0.90 now.)
       const prev = this.#admitStarts[(this.#admitCount - 2) % RING]!;
       const gap = sentAt - prev;
       const refusedGap = this.#lastRefusedAt - prev;
