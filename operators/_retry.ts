@@ -81,14 +81,16 @@ const REFUSALS: ReadonlySet<number> = new Set([429, 503]);
  * @param retry The rule.
  * @param attempt The attempt that ended (1 for the first).
  * @param status Its status, for a response.
+ * @param refused A refusal whatever its status (a 403 a rate limit answered).
  * @returns Whether another attempt is allowed.
  */
 export function attemptsLeft(
   retry: ResolvedRetry,
   attempt: number,
   status: number | undefined,
+  refused = false,
 ): boolean {
-  const extra = status !== undefined && REFUSALS.has(status) ? retry.refusedTimes : 0;
+  const extra = refused || (status !== undefined && REFUSALS.has(status)) ? retry.refusedTimes : 0;
   return attempt <= retry.times + extra;
 }
 

@@ -10,7 +10,11 @@ import { classifyDownloadError, errorMatches } from "../lib/http/download_errors
 import type { Outcome } from "../lib/outcome.ts";
 import { outcomeStatus } from "../lib/outcome.ts";
 import { requestMeta } from "../lib/request.ts";
-import { defaultResponseBackoff, type ResponseBackoff } from "../lib/http/response_backoff.ts";
+import {
+  defaultResponseBackoff,
+  rateLimited403,
+  type ResponseBackoff,
+} from "../lib/http/response_backoff.ts";
 import type { Throttler } from "../lib/throttler/throttler.ts";
 import { resubmitOf } from "../lib/_resubmit.ts";
 import { errorText } from "../lib/http/_error_text.ts";
@@ -104,8 +108,11 @@ export function backoffOn<R, T>(
         next: (outcome) => {
           if (requestMeta(outcome.request)?.throttlingDontTrack !== true) apply(outcome);
           const status = outcomeStatus(outcome);
-          const retryable = retry.enabled && isRetryable(outcome, status);
-          if (retryable && attemptsLeft(retry, outcome.attempt, status)) {
+          // A 403 a rate limit answered is a refusal (`rateLimited403`).
+          const refused403 = status === 403 &&
+            rateLimited403(outcome as Outcome<unknown, unknown>, clock());
+          const retryable = retry.enabled && isRetryable(outcome, status, refused403);
+          if (retryable && attemptsLeft(retry, outcome.attempt, status, refused403)) {
             const resubmit = resubmitOf(outcome as Outcome<unknown, unknown>);
             if (resubmit !== undefined) {
               // Told before the resubmit, so the log reads "retry" then what the gate does with it.
@@ -176,11 +183,15 @@ export function backoffOn<R, T>(
     }
   }
 
-  function isRetryable(outcome: Outcome<R, T>, status: number | undefined): boolean {
+  function isRetryable(
+    outcome: Outcome<R, T>,
+    status: number | undefined,
+    refused403: boolean,
+  ): boolean {
     const verdict = retry.when?.(outcome as Outcome<unknown, unknown>);
     if (verdict !== undefined) return verdict;
     if (outcome.kind === "response") {
-      return status !== undefined && retry.httpCodes.includes(status);
+      return refused403 || (status !== undefined && retry.httpCodes.includes(status));
     }
     return errorMatches(classifyDownloadError(outcome.error), retry.exceptions);
   }

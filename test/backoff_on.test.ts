@@ -534,6 +534,31 @@ describe("backoffOn()", () => {
     }
   });
 
+  it("backoffOn() retries a 403 a rate limit answered (Retry-After, or a spent budget) as a refusal after its hold, and not a plain 403", () => {
+    // [headers of every 403, attempts made, the first retry's send time]
+    const table: [Record<string, string>, number, number | undefined][] = [
+      [{ "retry-after": "2" }, 13, 2_010], // GitHub's secondary limit; 2 + 10 retries
+      [{ "x-ratelimit-remaining": "0", "x-ratelimit-reset": "3" }, 13, 3_010], // its primary one
+      [{}, 1, undefined], // forbidden: an outcome, not a refusal
+      [{ "x-ratelimit-remaining": "7", "x-ratelimit-reset": "3" }, 1, undefined],
+    ];
+    for (const [headers, attempts, retriedAt] of table) {
+      const p = pipeline(
+        urls("a.test", 1),
+        () => ({ status: 403, headers }),
+        { concurrentRequestsPerDomain: 1, backoff: { windowMs: 0 } },
+        { retry: { times: 2 } },
+      );
+      p.run();
+      const what = JSON.stringify(headers);
+      expect(p.sends.length, what).toBe(attempts);
+      expect(p.sends[1]?.at, what).toBe(retriedAt);
+      expect(p.outcomes.map((o) => [o.attempt, o.exhausted === true]), what).toEqual([
+        [attempts, attempts > 1],
+      ]);
+    }
+  });
+
   it("backoffOn() throws a RangeError naming retry.times for a bad value", () => {
     const throttler = createThrottler();
     expect(() => backoffOn(throttler, { retry: { times: -1 } })).toThrow(

@@ -3,6 +3,7 @@ import { DownloadTimeoutError } from "../lib/http/download_errors.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import {
   defaultResponseBackoff,
+  rateLimited403,
   responseHeaders,
   updateScopeBackoff,
 } from "../lib/http/response_backoff.ts";
@@ -68,6 +69,38 @@ describe("defaultResponseBackoff()", () => {
       const read = defaultResponseBackoff(throttler, response(429, headers, ["b.test"]), NOW);
       expect(read["b.test"]?.trigger).toBe(true);
       expect(read["b.test"]?.explained).toBeUndefined();
+    }
+  });
+
+  it("defaultResponseBackoff() takes a 403 its headers call a rate limit for a refusal, and a plain 403 for none", () => {
+    const epoch = String(NOW / 1000 + 30);
+    // [headers, trigger, hold ms, explained]
+    const table: [Record<string, string>, boolean, number | undefined, boolean][] = [
+      // GitHub's secondary limit: 403 with Retry-After.
+      [{ "retry-after": "60" }, true, 60_000, false],
+      // GitHub's primary limit: 403 with a spent budget and its epoch reset.
+      [{ "x-ratelimit-remaining": "0", "x-ratelimit-reset": epoch }, true, 30_000, true],
+      [{ ratelimit: '"default";r=0;t=9' }, true, 9_000, true],
+      // Forbidden, not limited: budget left, or no reset, or nothing said.
+      [{ "x-ratelimit-remaining": "12", "x-ratelimit-reset": epoch }, false, undefined, false],
+      [{ "x-ratelimit-remaining": "0" }, false, undefined, false],
+      [{ "retry-after": "soon" }, false, undefined, false],
+      [{}, false, undefined, false],
+    ];
+    for (const [headers, trigger, holdMs, explained] of table) {
+      const outcome = response(403, headers, ["b.test"]);
+      expect(rateLimited403(outcome, NOW), JSON.stringify(headers)).toBe(trigger);
+      const read = defaultResponseBackoff(throttler, outcome, NOW)["b.test"]!;
+      expect(read.trigger, JSON.stringify(headers)).toBe(trigger);
+      expect(read.holdMs, JSON.stringify(headers)).toBe(holdMs);
+      expect(read.explained === true, JSON.stringify(headers)).toBe(explained);
+      if (trigger) expect(read.cause).toBe("status 403");
+    }
+    // Only a 403: a 401 or a 404 with the same headers is what it says.
+    for (const status of [401, 404]) {
+      const outcome = response(status, { "retry-after": "60" }, ["b.test"]);
+      expect(rateLimited403(outcome, NOW)).toBe(false);
+      expect(defaultResponseBackoff(throttler, outcome, NOW)["b.test"]?.trigger).toBe(false);
     }
   });
 

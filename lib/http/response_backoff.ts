@@ -14,6 +14,7 @@ import {
   type HeadersLike,
   headerValue,
   parseHttpDate,
+  parseRetryAfter,
   type QuotaRemaining,
   quotaRemaining,
   serverDelayMs,
@@ -93,8 +94,55 @@ export function responseHeaders(response: unknown): HeadersLike | undefined {
 }
 
 /**
+ * Whether an outcome is a 403 that its headers say a rate limit refused: it
+ * carries a `Retry-After`, or announces a spent budget (a remaining of 0 and a
+ * reset). GitHub answers both its primary and its secondary rate limits so
+ * (403 or 429); a plain 403 (forbidden) has neither. Such a 403 is a refusal
+ * like a 429: a backoff trigger with its hold, and retried as a refusal
+ * (docs/DECISIONS.md, "A 403 its headers call a rate limit").
+ *
+ * @param outcome The outcome.
+ * @param nowEpochMs Wall-clock time in epoch ms (for an HTTP-date `Retry-After`).
+ * @param announced What the headers announce, when already read.
+ * @returns Whether it is such a refusal.
+ * @example GitHub's answer to a spent primary rate limit
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { rateLimited403 } from "./response_backoff.ts";
+ * const response = {
+ *   status: 403,
+ *   headers: { "x-ratelimit-remaining": "0", "x-ratelimit-reset": "1700000060" },
+ * };
+ * const outcome = {
+ *   kind: "response",
+ *   request: "u",
+ *   scopes: [],
+ *   attempt: 1,
+ *   sentAt: 0,
+ *   latencyMs: 5,
+ *   response,
+ * } as const;
+ * assert(rateLimited403(outcome, 1_700_000_000_000));
+ * assert(!rateLimited403({ ...outcome, response: { status: 403, headers: {} } }, 0));
+ * ```
+ */
+export function rateLimited403(
+  outcome: Outcome<unknown, unknown>,
+  nowEpochMs: number,
+  announced?: AnnouncedReading,
+): boolean {
+  if (outcome.kind !== "response" || outcomeStatus(outcome) !== 403) return false;
+  const headers = responseHeaders(outcome.response);
+  if (headers === undefined) return false;
+  if (parseRetryAfter(headerValue(headers, "retry-after"), nowEpochMs) !== undefined) return true;
+  const budget = announced ?? announcedBudget(headers, nowEpochMs);
+  return budget !== undefined && budget.remaining === 0 && budget.resetInMs !== undefined;
+}
+
+/**
  * The default reading of an outcome, scope by scope: a trigger when the status
- * is in the scope's `backoff.httpCodes` or the error matches its
+ * is in the scope's `backoff.httpCodes` (or a 403 a rate limit answered, see
+ * {@linkcode rateLimited403}) or the error matches its
  * `backoff.exceptions`; a hold from `Retry-After` / `RateLimit-Reset` /
  * `RateLimit` on a trigger; on any response, the budget its rate-limit
  * headers announce, for domain and IP scopes and for custom scopes with a
@@ -123,11 +171,12 @@ export function defaultResponseBackoff(
   // A reset of 0 (one that just passed) still says the quota was spent.
   const spent = announced !== undefined && announced.remaining === 0 &&
     announced.resetInMs !== undefined;
+  const refused403 = status === 403 && rateLimited403(outcome, nowEpochMs, announced);
   for (const scope of outcome.scopes) {
     const config = scopeConfigOf(throttler, scope);
     let trigger = false;
     let cause: string | undefined;
-    if (status !== undefined && config.backoff.httpCodes.includes(status)) {
+    if (status !== undefined && (refused403 || config.backoff.httpCodes.includes(status))) {
       trigger = true;
       cause = `status ${status}`;
     } else if (classified !== undefined && errorMatches(classified, config.backoff.exceptions)) {
