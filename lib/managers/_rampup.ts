@@ -748,6 +748,14 @@ export class RampupController {
       this.#report(knobs, `${why}, the holds tell no window: concurrency cap ${this.#capLimit}`);
       return;
     }
+    // A sliding-window counter after its first burst admits next to nothing
+    // until its window rolls, then its rate: what it admitted since the
+    // quota's first window is that dead time's. What it admitted since the
+    // first send, the burst included, is nearer its rate (a counter of 50
+    // per 10 s met 100 ms before its window ended, held by Retry-After, was
+    // paced at 0.55/s, then refused in the dead time and cut to 0.27/s:
+    // 0.13 of its rate; 0.69 now).
+    if (reopensNone) rate = Math.max(rate, ESTIMATE_SHARE * this.#rateSinceFirstSend(now));
     this.#paceFrom(knobs, rate, climb);
     this.#report(knobs, `${why}, the holds tell no window: pacing ${fmt(this.rate)}/s`);
   }
@@ -1676,6 +1684,12 @@ export class RampupController {
     // at the pace that was refused.
     const unpaid = this.#episodeAdmits - this.#episodeHolds;
     return unpaid < 4 ? undefined : (unpaid * 1000) / span;
+  }
+
+  /** What the site admitted per second since the scope's first send (0 before it). */
+  #rateSinceFirstSend(now: number): number {
+    const since = now - this.#firstSendAt;
+    return since > 0 ? ((this.#admitsBefore + this.#admitCount) * 1000) / since : 0;
   }
 
   /** Time since the first send that the server did not hold the scope (at least 1 ms). */
