@@ -6,7 +6,7 @@
  * sites that miss the issue's targets: efficiency 0.8 with the defaults, 0.9
  * with rampup, at most 5% refused) and the misses. Seconds to run, no sockets.
  *
- * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6] [--latency 5] [--set issue|retry-after|flaky|sliding-headers|sliding-headers-drawn] [--fast-refusals]`
+ * `npx tsx bench/zoo_sweep.bench.ts [--seeds 1,2,3,4,5] [--pages 200] [--jitter 6] [--latency 5] [--set issue|retry-after|flaky|sliding-headers|sliding-headers-drawn|headerless] [--fast-refusals]`
  *
  * `--set issue`: instead of drawn sites, the 162 sites of the shapes issue 11
  * measured (`lib/sim/zoo_issue_sites.ts`; use one seed). `--set retry-after`:
@@ -16,6 +16,8 @@
  * efficiency against the same sites without failures: test/zoo_crawl.test.ts).
  * `--set sliding-headers-drawn`: 30 sliding logs and counters per seed
  * announcing with every header family, drawn (`drawnSlidingHeaderSites`).
+ * `--set headerless`: 396 sites in a grid of every shape announcing nothing
+ * (`headerlessGridSites`; one seed, `--jitter 3`).
  * `--set sliding-headers`: 60 sliding logs and sliding-window counters that
  * announce their budgets (`slidingHeaderSites`; `--pages 500` for the table
  * of docs/DECISIONS.md).
@@ -38,6 +40,7 @@ import { describeLimiter } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
 import {
   flakySites,
+  headerlessGridSites,
   issueShapeSites,
   retryAfterSites,
   slidingHeaderSites,
@@ -71,6 +74,8 @@ export function main(argv: readonly string[]): string {
         ? slidingHeaderSites()
         : set === "sliding-headers-drawn"
         ? drawnSlidingHeaderSites(seed)
+        : set === "headerless"
+        ? headerlessGridSites()
         : generateZooSites(seed);
       const sites = chosen.map((site) => ({
         ...site,

@@ -8,7 +8,12 @@ import {
 } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
 import { drawnSlidingHeaderSites, generateZooSites } from "../lib/sim/zoo_random.ts";
-import { flakySites, issueShapeSites, retryAfterSites } from "../lib/sim/zoo_issue_sites.ts";
+import {
+  flakySites,
+  headerlessGridSites,
+  issueShapeSites,
+  retryAfterSites,
+} from "../lib/sim/zoo_issue_sites.ts";
 import { createZooSite } from "../lib/sim/zoo_site.ts";
 import { VirtualTimeScheduler } from "rxjs";
 
@@ -1101,6 +1106,25 @@ describe("issueShapeSites()", () => {
     const kinds = new Set(sites.map((s) => `${s.name} ${s.latencyMs} ${s.latencyJitter}`));
     expect(kinds.size).toBe(162);
     expect(sites.filter((s) => s.retryAfter === 2)).toHaveLength(18);
+  });
+});
+
+describe("headerlessGridSites()", () => {
+  it("headerlessGridSites() gives 396 valid sites, every shape at every setting, none announcing", () => {
+    const sites = headerlessGridSites();
+    expect(sites).toHaveLength(396);
+    for (const s of sites) expect(() => validateZooSpec(s), s.name).not.toThrow();
+    expect(new Set(sites.map((s) => s.name)).size).toBe(396);
+    expect(sites.every((s) => s.announce === undefined)).toBe(true);
+    const shapes = new Map<string, number>();
+    for (const s of sites) shapes.set(s.limiter.shape, (shapes.get(s.limiter.shape) ?? 0) + 1);
+    expect(Object.fromEntries(shapes)).toEqual({
+      "token-bucket": 108,
+      "fixed-window": 96,
+      "sliding-window": 48,
+      "sliding-counter": 108,
+      concurrency: 36,
+    });
   });
 });
 

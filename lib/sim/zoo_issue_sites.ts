@@ -217,3 +217,79 @@ export function slidingHeaderSites(): ZooSiteSpec[] {
   }
   return sites;
 }
+
+/**
+ * 396 sites that announce nothing, in a grid: token buckets (3, 10 and 25/s
+ * with a burst of 1, 3 or two seconds' worth), fixed windows counted from
+ * the first use and from the first request after each reset (10/s, 30 per
+ * 5 s, 20 per 2 s, 100 per minute), sliding logs, sliding-window counters
+ * whose window ends 100 ms, half a window or 95% of one after the crawl
+ * starts, and caps of 1, 3 and 6; each at 20, 80 and 200 ms (±20%), 429 or
+ * 503, with no `Retry-After` or with its wait in seconds. The set
+ * `bench/zoo_sweep.bench.ts --set headerless` crawls (with 3 ms of
+ * outbound jitter: `--jitter 3`). It found the sliding log and the
+ * sliding-window counter that docs/DECISIONS.md's seventh-session entries
+ * fixed; unlike the drawn zoo, it covers every shape at every setting.
+ *
+ * @returns The sites, in a fixed order.
+ */
+export function headerlessGridSites(): ZooSiteSpec[] {
+  const limiters: [string, ZooSiteSpec["limiter"]][] = [];
+  for (const rate of [3, 10, 25]) {
+    for (const burst of [1, 3, 2 * rate]) {
+      limiters.push([`bucket ${rate}/s of ${burst}`, {
+        shape: "token-bucket",
+        ratePerSec: rate,
+        burst,
+      }]);
+    }
+  }
+  for (const [quota, windowMs] of [[10, 1000], [30, 5000], [100, 60_000], [20, 2000]] as const) {
+    for (const anchor of ["first-use", "request"] as const) {
+      limiters.push([`fixed ${quota}/${windowMs / 1000} s ${anchor}`, {
+        shape: "fixed-window",
+        quota,
+        windowMs,
+        anchor,
+      }]);
+    }
+  }
+  for (const [quota, windowMs] of [[10, 1000], [30, 5000], [20, 2000], [100, 60_000]] as const) {
+    limiters.push([`log ${quota}/${windowMs / 1000} s`, {
+      shape: "sliding-window",
+      quota,
+      windowMs,
+    }]);
+  }
+  for (const [quota, windowMs] of [[10, 1000], [50, 10_000], [20, 2000]] as const) {
+    for (const phaseMs of [100, windowMs / 2, 0.95 * windowMs]) {
+      limiters.push([`counter ${quota}/${windowMs / 1000} s ending at ${phaseMs} ms`, {
+        shape: "sliding-counter",
+        quota,
+        windowMs,
+        phaseMs,
+      }]);
+    }
+  }
+  for (const maxConcurrency of [1, 3, 6]) {
+    limiters.push([`cap ${maxConcurrency}`, { shape: "concurrency", maxConcurrency }]);
+  }
+  const sites: ZooSiteSpec[] = [];
+  for (const [name, limiter] of limiters) {
+    for (const latencyMs of [20, 80, 200]) {
+      for (const status of [429, 503] as const) {
+        for (const retryAfter of ["none", "seconds"] as const) {
+          sites.push({
+            name: `${name}, ${latencyMs} ms, ${status}, Retry-After ${retryAfter}`,
+            limiter,
+            latencyMs,
+            latencyJitter: 0.2,
+            status,
+            retryAfter,
+          });
+        }
+      }
+    }
+  }
+  return sites;
+}
