@@ -53,7 +53,9 @@ export interface BackoffOnOptions<R, T> {
  *
  * For each outcome (unless `meta.throttlingDontTrack`): each scope whose
  * `backoff.httpCodes` contain the status, or whose `backoff.exceptions` match
- * the error, takes a backoff step; a Retry-After / RateLimit delay on such a
+ * the error, takes a backoff step (so does a 403 that a `Retry-After` or a
+ * spent budget calls a rate limit, retried as a refusal: `rateLimited403`
+ * of lib/http/response_backoff.ts); a Retry-After / RateLimit delay on such a
  * trigger becomes a hold capped at the scope's max delay; the budget a
  * response announces in rate-limit headers (any status) is obeyed: a spent
  * budget holds the scope until its reset (a refusal it explains takes no
