@@ -9,7 +9,7 @@ import { maskRedisUrl, parseCliArgs, UsageError } from "../lib/cli/args.ts";
 import { openRedisOption, RedisOptionError } from "../lib/cli/redis_option.ts";
 import { startRecordingServer } from "./_helpers/loopback_server.ts";
 import { connectRedis, onCleanup, REDIS_PORT, runCleanups } from "./_helpers/redis.ts";
-import { freePort, startRedisServer, waitForRedis } from "./_helpers/own_redis.ts";
+import { startOwnRedis, startRedisServer, waitForRedis } from "./_helpers/own_redis.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const MAIN = join(ROOT, "lib/cli/main.ts");
@@ -96,7 +96,8 @@ async function slowServer(ms: number) {
  * pages answering in 20 ms, their list in a file, and where --output goes.
  */
 async function ownRedisCrawl(n: number) {
-  const port = await freePort();
+  const { port, server: redis } = await startOwnRedis();
+  onCleanup(() => redis.kill("SIGKILL"));
   const server = await slowServer(20);
   const dir = tempDir();
   const urls = join(dir, "urls.txt");
@@ -117,7 +118,7 @@ async function ownRedisCrawl(n: number) {
     "DOWNLOAD_DELAY=0.05",
     ...extra,
   ];
-  return { port, server, dir, output, crawlArgs };
+  return { port, redis, server, dir, output, crawlArgs };
 }
 
 /** Lines written to `path` so far (0 before it exists). */
@@ -273,10 +274,10 @@ describe("politely crawl --redis", () => {
       // A Redis of this test's own on a free port, killed mid-crawl and
       // started again (empty: --save ''), while the crawl waits.
       const n = 60;
-      const { port, output, crawlArgs } = await ownRedisCrawl(n);
-      let redis = startRedisServer(port);
+      const started = await ownRedisCrawl(n);
+      const { port, output, crawlArgs } = started;
+      let redis = started.redis;
       onCleanup(() => redis.kill("SIGKILL"));
-      await waitForRedis(port);
       let restarted = false;
       const run = politely(
         crawlArgs(),
@@ -306,10 +307,7 @@ describe("politely crawl --redis", () => {
   it(
     "politely crawl --redis-wait: requests a Redis that stays away cannot serve end unsent, exit 3, and the job directory keeps them",
     async () => {
-      const { port, dir, output, crawlArgs } = await ownRedisCrawl(24);
-      const redis = startRedisServer(port);
-      onCleanup(() => redis.kill("SIGKILL"));
-      await waitForRedis(port);
+      const { port, redis, dir, output, crawlArgs } = await ownRedisCrawl(24);
       const args = crawlArgs("--redis-wait", "1", "--jobdir", join(dir, "job"));
       let killed = false;
       const first = await politely(args, () => {

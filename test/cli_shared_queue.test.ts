@@ -8,7 +8,7 @@ import { politely, readLines, tempDir } from "./_helpers/politely_cli.ts";
 import { connectRedis, onCleanup, REDIS_PORT, runCleanups } from "./_helpers/redis.ts";
 import { waitFor } from "./_helpers/wait_for.ts";
 import { parseCliArgs } from "../lib/cli/args.ts";
-import { freePort, startRedisServer, waitForRedis } from "./_helpers/own_redis.ts";
+import { startOwnRedis, startRedisServer } from "./_helpers/own_redis.ts";
 
 /** Hang limit of each test (real I/O; no timing is asserted). */
 const HANG_MS = 180_000;
@@ -331,11 +331,11 @@ describe("politely crawl --shared-queue", () => {
       // work is spread (a worker started while Redis was down exits 2 at
       // once, by design: see `openRedisOption`).
       const site = await treeSite(40, 100, 1_500);
-      const port = await freePort();
       const data = mkdtempSync(join(tmpdir(), "politely-shared-aof-"));
-      let redis = startRedisServer(port, data);
+      const own = await startOwnRedis(data);
+      const port = own.port;
+      let redis = own.server;
       onCleanup(() => redis.kill("SIGKILL"));
-      await waitForRedis(port);
       const url = `redis://127.0.0.1:${port}`;
       const dir = tempDir();
       writeFileSync(join(dir, "urls.txt"), `${site.origin}/p0\n`);

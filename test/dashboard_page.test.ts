@@ -1,5 +1,4 @@
 import { existsSync, mkdirSync } from "node:fs";
-import process from "node:process";
 import { chromium } from "playwright-core";
 import { asyncScheduler, Subject, type Subscription, timer } from "rxjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -7,7 +7,7 @@ import { createClient } from "redis";
 import { RedisRequestQueue } from "../lib/redis/redis_request_queue.ts";
 import { readRedisQueueStatus } from "../lib/redis/redis_queue_status.ts";
 import { onCleanup, runCleanups } from "./_helpers/redis.ts";
-import { freePort, startRedisServer, waitForRedis } from "./_helpers/own_redis.ts";
+import { startOwnRedis, startRedisServer, waitForRedis } from "./_helpers/own_redis.ts";
 
 /** Hang limit of each test (real I/O; no timing is asserted). */
 const HANG_MS = 180_000;
@@ -33,11 +33,11 @@ describe("RedisRequestQueue through a Redis restart", () => {
   it(
     "RedisRequestQueue waits through a Redis killed and restarted with its AOF: every request handed out, every acknowledgement kept",
     async () => {
-      const port = await freePort();
       const dir = mkdtempSync(join(tmpdir(), "politely-queue-aof-"));
-      let redis = startRedisServer(port, dir);
+      const own = await startOwnRedis(dir);
+      const port = own.port;
+      let redis = own.server;
       onCleanup(() => redis.kill("SIGKILL"));
-      await waitForRedis(port);
       const client = await reconnectingClient(port);
       const urls = Array.from({ length: 40 }, (_, i) => `https://h${i % 4}.test/${i}`);
       const queue = new RedisRequestQueue<string>(client, {
@@ -84,10 +84,10 @@ describe("RedisRequestQueue through a Redis restart", () => {
   it(
     "RedisRequestQueue errors, naming the loss, when Redis comes back without the job's data",
     async () => {
-      const port = await freePort();
-      let redis = startRedisServer(port);
+      const own = await startOwnRedis();
+      const port = own.port;
+      let redis = own.server;
       onCleanup(() => redis.kill("SIGKILL"));
-      await waitForRedis(port);
       const client = await reconnectingClient(port);
       const queue = new RedisRequestQueue<string>(client, {
         prefix: "lost:",

@@ -50,13 +50,46 @@ export function startRedisServer(
   return child;
 }
 
-/** Resolves once Redis on `port` answers a PING (fails after 10 s). */
-export async function waitForRedis(port: number): Promise<void> {
+/**
+ * Resolves once Redis on `port` answers a PING (fails after 10 s). With
+ * `server`, fails at once if that redis-server has exited (it could not
+ * bind the port: something else took it since `freePort`).
+ */
+export async function waitForRedis(port: number, server?: ChildProcess): Promise<void> {
   await waitFor(async () => {
+    if (server !== undefined && server.exitCode !== null) {
+      throw new ServerExited(`redis-server on port ${port} exited (${server.exitCode})`);
+    }
     const client = createClient({ socket: { port, host: "127.0.0.1", reconnectStrategy: false } });
     client.on("error", () => {});
     await client.connect();
     await client.ping();
     await client.close();
-  }, { timeoutMs: 10_000, intervalMs: 50 });
+  }, { timeoutMs: 10_000, intervalMs: 50, stopOn: (e) => e instanceof ServerExited });
+}
+
+class ServerExited extends Error {}
+
+/**
+ * A redis-server of a test's own on a free port, once it answers: another
+ * port is tried when the server cannot bind the one `freePort` gave (a
+ * server of a test running beside it took it meanwhile, and a client then
+ * talked to that server: "Socket closed unexpectedly" for 10 s). Arguments
+ * as {@link startRedisServer}.
+ */
+export async function startOwnRedis(
+  aofDir?: string,
+  extra: readonly string[] = [],
+): Promise<{ readonly port: number; readonly server: ChildProcess }> {
+  for (let attempt = 1;; attempt++) {
+    const port = await freePort();
+    const server = startRedisServer(port, aofDir, extra);
+    try {
+      await waitForRedis(port, server);
+      return { port, server };
+    } catch (error) {
+      server.kill("SIGKILL");
+      if (!(error instanceof ServerExited) || attempt >= 5) throw error;
+    }
+  }
 }
