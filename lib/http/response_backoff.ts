@@ -135,8 +135,12 @@ export function rateLimited403(
   const headers = responseHeaders(outcome.response);
   if (headers === undefined) return false;
   if (parseRetryAfter(headerValue(headers, "retry-after"), nowEpochMs) !== undefined) return true;
-  const budget = announced ?? announcedBudget(headers, nowEpochMs);
-  return budget !== undefined && budget.remaining === 0 && budget.resetInMs !== undefined;
+  return spentBudget(announced ?? announcedBudget(headers, nowEpochMs));
+}
+
+/** Whether an announced budget is spent: a remaining of 0 with a reset (one that just passed too). */
+function spentBudget(announced: AnnouncedReading | undefined): boolean {
+  return announced !== undefined && announced.remaining === 0 && announced.resetInMs !== undefined;
 }
 
 /**
@@ -169,8 +173,7 @@ export function defaultResponseBackoff(
   // The same for every scope of the outcome: read once.
   const announced = headers === undefined ? undefined : announcedBudget(headers, nowEpochMs);
   // A reset of 0 (one that just passed) still says the quota was spent.
-  const spent = announced !== undefined && announced.remaining === 0 &&
-    announced.resetInMs !== undefined;
+  const spent = spentBudget(announced);
   const refused403 = status === 403 && rateLimited403(outcome, nowEpochMs, announced);
   for (const scope of outcome.scopes) {
     const config = scopeConfigOf(throttler, scope);

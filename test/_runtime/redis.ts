@@ -43,10 +43,6 @@ function hasRedisServer(): boolean {
   return spawnSync("redis-server", ["--version"], { stdio: "ignore" }).status === 0;
 }
 
-function installRedisServer(): boolean {
-  return aptInstall("redis-server", hasRedisServer);
-}
-
 /**
  * A Redis server on $REDIS_PORT (set in `process.env` for the steps run
  * after this), or an Error saying why there is none.
@@ -58,7 +54,7 @@ export async function ensureRedis(): Promise<TestRedis> {
   }
   process.env.REDIS_PORT = String(port);
   if (await redisAnswers(port)) return { port, startedHere: false, stop: () => {} };
-  if (!hasRedisServer() && !installRedisServer()) {
+  if (!hasRedisServer() && !aptInstall("redis-server", hasRedisServer)) {
     throw new Error(
       `No Redis answers on 127.0.0.1:${port} and redis-server is not installed: ` +
         "install it (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) " +
