@@ -1054,6 +1054,38 @@ describe("a sliding-window counter met late in its window, held by Retry-After (
   });
 });
 
+describe("a slow strict spacer whose Retry-After is a constant shorter than its interval (virtual time)", () => {
+  // The probe sent at the hold's end was refused (the interval is longer than
+  // the constant), and the pace was halved from 8/s a refusal a step: 10
+  // refused in 20 pages of a 0.42/s spacer answering "Retry-After: 2". The
+  // block tells the interval as it does without a hold: the admitted probe's
+  // gap after the admit before it is a safe pace, the refused one's bounds it.
+  // [rate/s, latency ms, status, Retry-After s, pages, efficiency at least, refused at most]
+  const table: [number, number, 429 | 503, number, number, number, number][] = [
+    [0.42, 8, 429, 2, 20, 0.65, 6],
+    [0.4, 50, 429, 1, 30, 0.8, 9],
+    [0.8, 30, 503, 1, 40, 0.75, 6],
+  ];
+  for (const [ratePerSec, latencyMs, status, retryAfter, pages, atLeast, refusedAtMost] of table) {
+    it(`defaults reach ${atLeast} of a ${ratePerSec}/s spacer answering ${status} "Retry-After: ${retryAfter}", ${refusedAtMost} refused at most`, () => {
+      const r = runZooCrawl({
+        site: {
+          name: `spacer ${ratePerSec}/s`,
+          limiter: { shape: "token-bucket", ratePerSec, burst: 1 },
+          latencyMs,
+          status,
+          retryAfter,
+        },
+        pages,
+        settings: { retry: { times: 10 } },
+      });
+      expect(r.ok).toBe(pages);
+      expect(r.efficiency).toBeGreaterThanOrEqual(atLeast);
+      expect(r.refused).toBeLessThanOrEqual(refusedAtMost);
+    });
+  }
+});
+
 describe("drawnSlidingHeaderSites()", () => {
   it("drawnSlidingHeaderSites() draws the same 30 sites for a seed: logs and counters, every header family", () => {
     const a = drawnSlidingHeaderSites(3);

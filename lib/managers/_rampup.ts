@@ -616,6 +616,9 @@ export class RampupController {
     const f = this.#fOf(sentAt, false);
     if (f !== undefined) this.#admitAtF[Math.min(f, MAX_F)]!++;
     this.#periodAdmits++;
+    if (sentAt !== undefined && sentAt < this.#firstRefusedSentAt - SAME_INSTANT_MS) {
+      this.#earlyAdmits++;
+    }
     if (this.#phase === "start" && this.#growTo > 0) {
       this.#growBy++;
       this.#needsApply = true;
@@ -812,6 +815,14 @@ export class RampupController {
   /** Admits before the first refusal, and the time they took. */
   #firstAdmits = 0;
   #firstSpanMs = 0;
+  /**
+   * Admits of sends before the first refused one (by more than an instant),
+   * answered before or after it: `#firstAdmits` and the answers still on
+   * their way then.
+   */
+  #earlyAdmits = 0;
+  /** When the first refused send went (NaN: none yet). */
+  #firstRefusedSentAt = Number.NaN;
   /** Admits sent since the last server hold ended. */
   #cycleAdmits = 0;
   /** The end of the last server hold: the current cycle's start. */
@@ -853,6 +864,8 @@ export class RampupController {
       // What the site admitted before its first refusal: a saved burst shows.
       this.#firstAdmits = this.#periodAdmits;
       this.#firstSpanMs = Math.max(0, (sentAt ?? now) - this.#firstSendAt);
+      this.#earlyAdmits = this.#firstAdmits;
+      this.#firstRefusedSentAt = sentAt ?? now;
     }
     this.#phase = "learn";
     this.#roundTriggers++;
@@ -1841,7 +1854,7 @@ export class RampupController {
         }/s`,
       );
     } else if (
-      !held && this.rate !== Infinity && this.#admitCount >= 2 && this.#firstAdmits <= 1 &&
+      this.rate !== Infinity && this.#admitCount >= 2 && this.#firstAdmits <= 1 &&
       !Number.isNaN(this.#lastRefusedAt)
     ) {
       // A strict spacer's block (no burst ever admitted): the probe admitted
@@ -1855,7 +1868,16 @@ export class RampupController {
       const prev = this.#admitStarts[(this.#admitCount - 2) % RING]!;
       const gap = sentAt - prev;
       const refusedGap = this.#lastRefusedAt - prev;
-      if (refusedGap > 1000 / this.rate && refusedGap >= FIRST_PROBE_MS && gap > refusedGap) {
+      if (
+        refusedGap > 1000 / this.rate && refusedGap >= FIRST_PROBE_MS && gap > refusedGap &&
+        // Held by the server, where a burst was never admitted either (a
+        // constant Retry-After shorter than the interval: a 0.42/s spacer
+        // answering "2" refused the probe at a hold's end, then was halved
+        // from 8/s a refusal a step, 10 refused in 20 pages; 5 now). The
+        // admitted probe went at a hold's end, later than it had to: a pace
+        // on the safe side, which the climb leaves.
+        (!held || this.#earlyAdmits <= 1)
+      ) {
         const rate = this.#clampRate(1000 / gap);
         this.#hi = Math.min(this.#hi, 1000 / refusedGap);
         this.#paceLater(
