@@ -30,7 +30,9 @@
  * with random parameters from the same limiters (`bench/outside/drawn.ts`),
  * in virtual time: a summary per limiter kind and mode (`--list`: each crawl
  * under the target or over 5% refused; `--list-all`: every crawl). With `--slow`, slow sites
- * (0.2-2/s, 20-80 pages; `drawnSites(seed, true)`).
+ * (0.2-2/s, 20-80 pages; `drawnSites(seed, true)`). With `--round`, instead, the 46
+ * round-number sites of each seed (`bench/outside/round.ts`: "10 per second", "100 per
+ * minute", "3 at once").
  *
  * @module
  */
@@ -42,6 +44,7 @@ import { argValue, fmtFixed, machine, markdownTable, median, ROOT } from "./_har
 import { idealMs } from "./outside/ideal.ts";
 import { type SiteSpec, startSite } from "./outside/site.ts";
 import { DRAWN_KINDS, type DrawnSite, drawnSites } from "./outside/drawn.ts";
+import { roundSites } from "./outside/round.ts";
 import { SITES } from "./outside/sites.ts";
 import { crawlVirtual } from "./outside/virtual.ts";
 
@@ -295,10 +298,12 @@ function drawnTables(
   to: number,
   list: boolean,
   listAll = false,
-  slow = false,
+  set: "drawn" | "slow" | "round" = "drawn",
 ): string {
   const sites: DrawnSite[] = [];
-  for (let seed = from; seed <= to; seed++) sites.push(...drawnSites(seed, slow));
+  for (let seed = from; seed <= to; seed++) {
+    sites.push(...(set === "round" ? roundSites(seed) : drawnSites(seed, set === "slow")));
+  }
   const out: string[] = [];
   for (const mode of modes) {
     const target = mode === "rampup" ? 0.9 : 0.8;
@@ -341,9 +346,9 @@ function drawnTables(
       ]];
     });
     out.push(
-      `### politely, ${mode === "rampup" ? "rampup" : "defaults"}, drawn ${
-        slow ? "slow " : ""
-      }sites (seeds ${from}-${to}), virtual time`,
+      `### politely, ${mode === "rampup" ? "rampup" : "defaults"}, ${
+        set === "round" ? "round-number" : set === "slow" ? "drawn slow" : "drawn"
+      } sites (seeds ${from}-${to}), virtual time`,
       "",
       markdownTable(
         [
@@ -416,7 +421,7 @@ async function main(argv: readonly string[]): Promise<number> {
           to ?? from!,
           argv.includes("--list") || argv.includes("--list-all"),
           argv.includes("--list-all"),
-          argv.includes("--slow"),
+          argv.includes("--round") ? "round" : argv.includes("--slow") ? "slow" : "drawn",
         ),
       );
       return 0;

@@ -3,6 +3,7 @@ import {
   type Announce,
   createZooLimiter,
   idealMs,
+  type LimiterSpec,
   validateZooSpec,
   type ZooSiteSpec,
 } from "../lib/sim/zoo.ts";
@@ -1077,6 +1078,43 @@ describe("a slow strict spacer whose Retry-After is a constant shorter than its 
           retryAfter,
         },
         pages,
+        settings: { retry: { times: 10 } },
+      });
+      expect(r.ok).toBe(pages);
+      expect(r.efficiency).toBeGreaterThanOrEqual(atLeast);
+      expect(r.refused).toBeLessThanOrEqual(refusedAtMost);
+    });
+  }
+});
+
+describe("a window whose constant Retry-After is shorter than the window (virtual time)", () => {
+  // Each probe went at the end of a 1 s hold and was refused until the window
+  // re-opened; a block the server held was never read as a window, so the
+  // scope went on cutting its pace (a fixed window of 30 per 10 s: 0.84, 28
+  // refused in 100 pages). A probe refused after its hold had ended says the
+  // hold did not reach the reset: the block's end tells the window as an
+  // unheld block's does.
+  // [limiter, latency ms, status, Retry-After s, pages, efficiency at least, refused at most]
+  const table: [LimiterSpec, number, 429 | 503, number, number, number, number][] = [
+    [{ shape: "fixed-window", quota: 30, windowMs: 10_000 }, 30, 429, 1, 100, 0.88, 14],
+    [{ shape: "fixed-window", quota: 50, windowMs: 5_000 }, 50, 503, 1, 200, 0.8, 15],
+    [
+      { shape: "fixed-window", quota: 20, windowMs: 4_000, anchor: "request" },
+      80,
+      429,
+      1,
+      100,
+      0.8,
+      12,
+    ],
+    [{ shape: "sliding-window", quota: 30, windowMs: 10_000 }, 50, 429, 1, 100, 0.85, 18],
+  ];
+  for (const [limiter, latencyMs, status, retryAfter, pages, atLeast, refusedAtMost] of table) {
+    it(`defaults reach ${atLeast} of ${JSON.stringify(limiter)} answering ${status} "Retry-After: ${retryAfter}", ${refusedAtMost} refused at most`, () => {
+      const r = runZooCrawl({
+        site: { name: limiter.shape, limiter, latencyMs, status, retryAfter },
+        pages,
+        outboundJitterMs: 3,
         settings: { retry: { times: 10 } },
       });
       expect(r.ok).toBe(pages);

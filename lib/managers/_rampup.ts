@@ -779,6 +779,9 @@ export class RampupController {
 
   /** A server hold from `now` to `until` (Retry-After, an announced reset): not slow sending. */
   onHold(now: number, until: number): void {
+    // A new hold after the last one ended: the end of that one, for a
+    // probe refused after it (see the block branch of `onTrigger`).
+    if (until > now && now >= this.#heldUntil) this.#prevHoldEnd = this.#heldUntil;
     if (until > now && !Number.isNaN(this.#blockStart)) this.#blockHeld = true;
     // Only what this hold adds to the holds already counted (they overlap:
     // every refused request in flight brings the same Retry-After).
@@ -1065,6 +1068,15 @@ export class RampupController {
 
     // A block: refused again before any later send was admitted.
     if (this.#lastCutWasRate && !Number.isNaN(this.#blockStart)) {
+      // A probe refused at or after the end of the server's hold before it:
+      // the hold ended before the site re-opened (a constant Retry-After
+      // shorter than a window), and the block's end tells the window as an
+      // unheld block's does (see `#endBlock`).
+      if (
+        sentAt !== undefined && sentAt >= this.#prevHoldEnd && this.#prevHoldEnd > this.#blockStart
+      ) {
+        this.#refusedAfterHold = true;
+      }
       const wait = this.#probeWait(now);
       if (!Number.isNaN(this.#episodeStart)) this.#episodeHolds++;
       this.#lastCutAt = now;
@@ -1367,6 +1379,7 @@ export class RampupController {
     if (refuted > this.rate) this.#fromBlock(refuted);
     else if (oneAdmit) this.#fromBlock(Infinity);
     this.#blockStart = now;
+    this.#refusedAfterHold = false;
     // The trigger's own hold (told just before it) holds the block too.
     this.#blockHeld = this.#heldUntil > now;
     this.#probeMs = Math.max(FIRST_PROBE_MS, 2 * (this.#latencyMs || 0));
@@ -1455,6 +1468,7 @@ export class RampupController {
     this.rate = this.#clampRate((this.#firstAdmits * 1000) / this.#firstSpanMs);
     this.#cut(now, true);
     this.#blockStart = start;
+    this.#refusedAfterHold = false;
     this.#blockHeld = this.#heldUntil > now;
     this.#probeMs = Math.max(FIRST_PROBE_MS, 2 * (this.#latencyMs || 0));
     const wait = this.#probeWait(now);
@@ -1717,6 +1731,10 @@ export class RampupController {
 
   /** The last episode estimate with the held time left out (see `#episodeEstimate`). */
   #estimateUnheld = 0;
+  /** The end of the server hold before the current one (see `onHold`). */
+  #prevHoldEnd = 0;
+  /** A probe of the current block was refused after a server hold had ended. */
+  #refusedAfterHold = false;
 
   /** How many more the site admitted before its first refusal than `rate` accounts for. */
   #burstAbove(rate: number): number {
@@ -1795,7 +1813,8 @@ export class RampupController {
   /** The first admit after a block: a window when the block was long. */
   #endBlock(now: number, sentAt: number): void {
     const start = this.#blockStart;
-    const held = this.#blockHeld;
+    const held = this.#blockHeld && !this.#refusedAfterHold;
+    this.#refusedAfterHold = false;
     this.#blockStart = Number.NaN;
     this.#blockHeld = false;
     const block = now - start;
