@@ -128,6 +128,38 @@ describe("a quota told by the server's holds", () => {
     expect(m.state(6_000).delayMs).toBeCloseTo(300, 6);
   });
 
+  it("ThrottlingScopeManager: a probe whose time ran out with three quarters of its extras admitted and none refused was told by no window; with fewer, the quota stays", () => {
+    // One at a time over a long round trip, half a window holds fewer sends
+    // than half a quota: a cap misread as a window stayed one.
+    // [extras admitted before the window ends, quota after it]
+    const table: [number, number | undefined][] = [[3, undefined], [2, 8]];
+    for (const [extras, limitAfter] of table) {
+      const m = manager();
+      for (let t = 0; t < 160; t += 20) admit(m, t);
+      refuse(m, 160, 3_000 - 170);
+      expect(whys(m.advance(170))).toEqual(["held again: 8 admitted in 3000 ms, a quota of 8"]);
+      for (let k = 0; k < 8; k++) {
+        const t = 3_000 + 112.5 * k;
+        expect(m.canSend(t)).toBe(0);
+        admit(m, t);
+      }
+      // The probe: half the quota more (4) half way through the told window.
+      let t = 4_500;
+      for (let k = 0; k < extras; k++) {
+        t += m.canSend(t);
+        admit(m, t, 400);
+        t += 401;
+      }
+      expect(m.canSend(6_000)).toBe(0);
+      const why = whys(m.advance(6_000));
+      expect({ extras, limit: m.state(6_000).quota?.limit, told: why.length === 1 }).toEqual({
+        extras,
+        limit: limitAfter,
+        told: limitAfter === undefined,
+      });
+    }
+  });
+
   // [what, holdEnd of the first window, quota after, delay cut?]
   it("ThrottlingScopeManager: no quota from a hold of a second or less (a bucket's or a spacer's Retry-After), a rate cut", () => {
     const table: [string, number, number | undefined, boolean][] = [

@@ -1124,6 +1124,38 @@ describe("a window whose constant Retry-After is shorter than the window (virtua
   }
 });
 
+describe("a concurrency cap whose refusals bring a hold of seconds (virtual time)", () => {
+  // The first refusal's hold read as a window's (16 admitted, then held 2 s);
+  // the probe that tells a window from a cap sends its extras one at a time,
+  // and over a long round trip half a window held fewer than the half quota
+  // it waited for: the cap stayed a window (0.20-0.22 of its rate).
+  // [cap, latency ms, status, Retry-After, efficiency at least, refused at most]
+  const table: [number, number, 429 | 503, number | "date", number, number][] = [
+    [6, 150, 429, 2, 0.5, 3],
+    [6, 200, 503, 2, 0.48, 3],
+    [6, 150, 503, "date", 0.5, 3],
+  ];
+  for (const [maxConcurrency, latencyMs, status, retryAfter, atLeast, refusedAtMost] of table) {
+    it(`defaults reach ${atLeast} of ${maxConcurrency} at once at ${latencyMs} ms answering ${status} "Retry-After: ${retryAfter}", ${refusedAtMost} refused at most`, () => {
+      const r = runZooCrawl({
+        site: {
+          name: `cap ${maxConcurrency}`,
+          limiter: { shape: "concurrency", maxConcurrency },
+          latencyMs,
+          status,
+          retryAfter,
+        },
+        pages: 200,
+        outboundJitterMs: 3,
+        settings: { retry: { times: 10 } },
+      });
+      expect(r.ok).toBe(200);
+      expect(r.efficiency).toBeGreaterThanOrEqual(atLeast);
+      expect(r.refused).toBeLessThanOrEqual(refusedAtMost);
+    });
+  }
+});
+
 describe("drawnSlidingHeaderSites()", () => {
   it("drawnSlidingHeaderSites() draws the same 30 sites for a seed: logs and counters, every header family", () => {
     const a = drawnSlidingHeaderSites(3);

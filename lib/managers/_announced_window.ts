@@ -652,6 +652,19 @@ export class AnnouncedWindow {
           this.probe = "armed";
           this.probeAt = this.resetAt - w + this.toldWindowMs / 2;
           this.probeUntil = this.resetAt;
+        } else if (
+          this.probe === "on" && now >= this.probeUntil &&
+          this.probeAdmits >= PROBE_TIMED_OUT_SHARE * this.probeNeed
+        ) {
+          // The probe's time ran out, not its admits: one at a time over a
+          // long round trip, half a window holds fewer sends than half a
+          // quota (a cap of 6 at 150 ms, held 2 s, read as 16 per 2.6 s:
+          // 8 of the 10 extras admitted, none refused; it stayed a window,
+          // 0.20 of the site's rate, 0.54 now). A window refuses the first
+          // extra past its quota, or the few a quota read short missed.
+          this.probeNeed = this.probeAdmits;
+          this.probe = "done";
+          this.outgrownAt = now;
         } else if (this.probe === "armed" || (this.probe === "on" && now >= this.probeUntil + w)) {
           this.probe = "done";
         }
@@ -1170,6 +1183,12 @@ export const ANNOUNCED_SPREAD = 0.3;
  * at 0.5 s the zoo's announced sites began to be refused more.
  */
 const ANNOUNCED_SPREAD_MAX_MS = 1_000;
+/**
+ * A probe of a quota told by holds whose time ran out with this share of its
+ * extra sends admitted and none refused says the holds told no window (see
+ * `#roll`).
+ */
+const PROBE_TIMED_OUT_SHARE = 0.75;
 /** The shortest wait before a blind quota's next try after an early refusal (see `blindRefused`), ms. */
 const BLIND_RETRY_MIN_MS = 100;
 /**
