@@ -59,11 +59,20 @@ describe("AnnouncedWindow: a blind quota (a window read from a block of refusals
     expect(a.waitMs(rest[2]!)).toBe(1_800 - rest[2]!);
   });
 
-  it("AnnouncedWindow.blindRefused(): a refusal right after the block's admit, with under three admitted, is a bucket's refill", () => {
+  it("AnnouncedWindow.blindRefused(): a refusal right after the block's admit, with under three admitted, is a sliding log's the first time (the quota spread over its window from then on), a bucket's refill the second", () => {
     const a = blindWindow();
     sendAll(a, 1_000, 2);
     // Refused: a send made after the admitted probe, none of them admitted yet.
-    expect(a.blindRefused(1_100, 1_000)).toBe(false);
+    expect(a.blindRefused(1_100, 1_000)).toBe(true);
+    // One try again, alone; admitted, its window's sends go a tenth of the
+    // window apart (10 per 1000 ms), not in a burst over 0.3 of it.
+    const at = 1_100 + a.waitMs(1_100);
+    sendAll(a, at, 1);
+    a.blindAdmitted(at + 50, at);
+    const next = sendAll(a, at + 50, 2);
+    expect(next[1]! - next[0]!).toBeCloseTo(a.windowMs / a.limit, 9);
+    // Refused so again: a bucket's refill.
+    expect(a.blindRefused(next[1]! + 50, next[0]!)).toBe(false);
     const b = blindWindow();
     sendAll(b, 1_000, 2);
     b.blindAdmitted(1_080, 1_000);

@@ -164,7 +164,21 @@ export class AnnouncedWindow {
   blindRefused(now: number, sentAt: number): boolean {
     // A window re-opens with its whole quota; a bucket whose burst ran out
     // admits the one it refilled and refuses the next: no window.
-    if (sentAt >= this.#freshFrom && this.#freshAdmits < FRESH_ADMITS) return false;
+    if (sentAt >= this.#freshFrom && this.#freshAdmits < FRESH_ADMITS) {
+      if (this.#evenSpread) return false;
+      // The first time, a sliding log as well: it refuses a burst sent a
+      // window after the last one began whenever that one went out more
+      // slowly (its sends waited for free slots), where a fixed window
+      // takes it. The quota stays, spread over its whole window from now
+      // on (a sliding log of 5 per second at 150 ms was read as a bucket
+      // here, then as windows of 15 per 3.2 s: 0.47 of its rate, 26
+      // refused; 0.84 and 11 now); refused so again, it is a bucket.
+      this.#evenSpread = true;
+      this.refusedWithin(now, now);
+      this.#blindRetry(now);
+      this.#firstFrom = Infinity;
+      return true;
+    }
     // A window admits its whole quota once it re-opened: refused after a
     // few admits, well under it, the site refills (a bucket of 30
     // at 5/s, read as a window of 34 per 1.2 s, admitted six of each burst
@@ -217,6 +231,9 @@ export class AnnouncedWindow {
   #freshFrom = Infinity;
   /** What was admitted of them so far (FRESH_ADMITS: a window's quota, not a bucket's refill). */
   #freshAdmits = 0;
+
+  /** Sends spread over the whole window, not in bursts (see `blindRefused`). */
+  #evenSpread = false;
 
   /**
    * One try at `now` plus a sixteenth of the window, alone until answered
@@ -293,7 +310,7 @@ export class AnnouncedWindow {
     this.#beginBlindWindow(sentAt, 1);
     this.resetAt = sentAt + this.windowMs;
     this.left = this.limit - 1;
-    this.gapMs = ANNOUNCED_SPREAD * (this.windowMs / this.limit);
+    this.gapMs = (this.#evenSpread ? 1 : ANNOUNCED_SPREAD) * (this.windowMs / this.limit);
   }
 
   /**
@@ -697,7 +714,7 @@ export class AnnouncedWindow {
       this.left = limit;
       this.lastRemaining = Infinity;
       // A quota told by holds goes in bursts like the ones the site took.
-      this.gapMs = (this.inferred ? ANNOUNCED_SPREAD : 1) * (w / limit);
+      this.gapMs = (this.inferred && !this.#evenSpread ? ANNOUNCED_SPREAD : 1) * (w / limit);
       // A blind window's first send goes alone: refused, the site's window
       // had not reset yet, and a burst on its way would be refused whole
       // (five at a window of 20 per 2 s at 100 ms read 7% short).
