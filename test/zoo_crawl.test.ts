@@ -18,6 +18,29 @@ import {
 import { createZooSite } from "../lib/sim/zoo_site.ts";
 import { VirtualTimeScheduler } from "rxjs";
 
+/**
+ * Crawls `pages` pages of `site` with the defaults (ten retries) in virtual
+ * time: every page fetched, at least `atLeast` of the ideal speed, at most
+ * `refusedAtMost` refused.
+ */
+function expectReaches(
+  site: ZooSiteSpec,
+  pages: number,
+  atLeast: number,
+  refusedAtMost: number,
+  outboundJitterMs?: number,
+): void {
+  const r = runZooCrawl({
+    site,
+    pages,
+    ...(outboundJitterMs === undefined ? {} : { outboundJitterMs }),
+    settings: { retry: { times: 10 } },
+  });
+  expect(r.ok).toBe(pages);
+  expect(r.efficiency).toBeGreaterThanOrEqual(atLeast);
+  expect(r.refused).toBeLessThanOrEqual(refusedAtMost);
+}
+
 describe("createZooLimiter()", () => {
   it("createZooLimiter() answers each shape as its server would", () => {
     // [limiter, arrival times, expected statuses]
@@ -964,32 +987,38 @@ describe("a strict spacer's refusal near a quiet pace (outbound jitter, virtual 
   }
 });
 
-describe("a slow strict spacer, under 2/s, without Retry-After (virtual time)", () => {
+describe("a slow strict spacer, under 2/s, without Retry-After or with a constant one shorter than its interval (virtual time)", () => {
   // Paced from below at 8/s after the first refusal, a 1/s spacer was refused
   // at 8, 2 and 1/s, then bisected from 0.5/s toward 8/s a refusal a step:
   // 0.76 with 11 refused. The block's admitted probe tells the interval (its
   // gap after the admit before it), the last refused probe bounds it, and the
-  // next send is timed with that slower pace.
-  // [rate/s, latency ms, status, pages, efficiency at least, refused at most]
-  const table: [number, number, 429 | 503, number, number, number][] = [
-    [1, 30, 429, 60, 0.85, 9],
-    [0.5, 100, 503, 40, 0.85, 12],
+  // next send is timed with that slower pace. With a constant Retry-After
+  // shorter than the interval, the probe sent at the hold's end was refused
+  // and the pace halved from 8/s a refusal a step (10 refused in 20 pages of
+  // a 0.42/s spacer answering "2"); a held block tells the interval too, the
+  // admitted probe's gap a safe pace.
+  // [rate/s, latency ms, status, Retry-After, pages, efficiency at least, refused at most]
+  const table: [number, number, 429 | 503, "none" | number, number, number, number][] = [
+    [1, 30, 429, "none", 60, 0.85, 9],
+    [0.5, 100, 503, "none", 40, 0.85, 12],
+    [0.42, 8, 429, 2, 20, 0.65, 6],
+    [0.4, 50, 429, 1, 30, 0.8, 9],
+    [0.8, 30, 503, 1, 40, 0.75, 6],
   ];
-  for (const [ratePerSec, latencyMs, status, pages, atLeast, refusedAtMost] of table) {
-    it(`defaults reach ${atLeast} of a ${ratePerSec}/s spacer at ${latencyMs} ms (${status}), ${refusedAtMost} refused at most`, () => {
-      const r = runZooCrawl({
-        site: {
+  for (const [ratePerSec, latencyMs, status, retryAfter, pages, atLeast, refusedAtMost] of table) {
+    it(`defaults reach ${atLeast} of a ${ratePerSec}/s spacer at ${latencyMs} ms (${status}, Retry-After ${retryAfter}), ${refusedAtMost} refused at most`, () => {
+      expectReaches(
+        {
           name: `spacer ${ratePerSec}/s`,
           limiter: { shape: "token-bucket", ratePerSec, burst: 1 },
           latencyMs,
           status,
+          retryAfter,
         },
         pages,
-        settings: { retry: { times: 10 } },
-      });
-      expect(r.ok).toBe(pages);
-      expect(r.efficiency).toBeGreaterThanOrEqual(atLeast);
-      expect(r.refused).toBeLessThanOrEqual(refusedAtMost);
+        atLeast,
+        refusedAtMost,
+      );
     });
   }
 });
@@ -1009,20 +1038,18 @@ describe("a sliding log without headers, read from a block of refusals (virtual 
   ];
   for (const [quota, windowMs, latencyMs, status, pages, atLeast, refusedAtMost] of table) {
     it(`defaults reach ${atLeast} of a sliding log of ${quota} per ${windowMs / 1000} s at ${latencyMs} ms (${status}), ${refusedAtMost} refused at most`, () => {
-      const r = runZooCrawl({
-        site: {
+      expectReaches(
+        {
           name: `sliding ${quota}/${windowMs}`,
           limiter: { shape: "sliding-window", quota, windowMs },
           latencyMs,
           status,
         },
         pages,
-        outboundJitterMs: 3,
-        settings: { retry: { times: 10 } },
-      });
-      expect(r.ok).toBe(pages);
-      expect(r.efficiency).toBeGreaterThanOrEqual(atLeast);
-      expect(r.refused).toBeLessThanOrEqual(refusedAtMost);
+        atLeast,
+        refusedAtMost,
+        3,
+      );
     });
   }
 });
@@ -1055,38 +1082,6 @@ describe("a sliding-window counter met late in its window, held by Retry-After (
   });
 });
 
-describe("a slow strict spacer whose Retry-After is a constant shorter than its interval (virtual time)", () => {
-  // The probe sent at the hold's end was refused (the interval is longer than
-  // the constant), and the pace was halved from 8/s a refusal a step: 10
-  // refused in 20 pages of a 0.42/s spacer answering "Retry-After: 2". The
-  // block tells the interval as it does without a hold: the admitted probe's
-  // gap after the admit before it is a safe pace, the refused one's bounds it.
-  // [rate/s, latency ms, status, Retry-After s, pages, efficiency at least, refused at most]
-  const table: [number, number, 429 | 503, number, number, number, number][] = [
-    [0.42, 8, 429, 2, 20, 0.65, 6],
-    [0.4, 50, 429, 1, 30, 0.8, 9],
-    [0.8, 30, 503, 1, 40, 0.75, 6],
-  ];
-  for (const [ratePerSec, latencyMs, status, retryAfter, pages, atLeast, refusedAtMost] of table) {
-    it(`defaults reach ${atLeast} of a ${ratePerSec}/s spacer answering ${status} "Retry-After: ${retryAfter}", ${refusedAtMost} refused at most`, () => {
-      const r = runZooCrawl({
-        site: {
-          name: `spacer ${ratePerSec}/s`,
-          limiter: { shape: "token-bucket", ratePerSec, burst: 1 },
-          latencyMs,
-          status,
-          retryAfter,
-        },
-        pages,
-        settings: { retry: { times: 10 } },
-      });
-      expect(r.ok).toBe(pages);
-      expect(r.efficiency).toBeGreaterThanOrEqual(atLeast);
-      expect(r.refused).toBeLessThanOrEqual(refusedAtMost);
-    });
-  }
-});
-
 describe("a window whose constant Retry-After is shorter than the window (virtual time)", () => {
   // Each probe went at the end of a 1 s hold and was refused until the window
   // re-opened; a block the server held was never read as a window, so the
@@ -1111,15 +1106,13 @@ describe("a window whose constant Retry-After is shorter than the window (virtua
   ];
   for (const [limiter, latencyMs, status, retryAfter, pages, atLeast, refusedAtMost] of table) {
     it(`defaults reach ${atLeast} of ${JSON.stringify(limiter)} answering ${status} "Retry-After: ${retryAfter}", ${refusedAtMost} refused at most`, () => {
-      const r = runZooCrawl({
-        site: { name: limiter.shape, limiter, latencyMs, status, retryAfter },
+      expectReaches(
+        { name: limiter.shape, limiter, latencyMs, status, retryAfter },
         pages,
-        outboundJitterMs: 3,
-        settings: { retry: { times: 10 } },
-      });
-      expect(r.ok).toBe(pages);
-      expect(r.efficiency).toBeGreaterThanOrEqual(atLeast);
-      expect(r.refused).toBeLessThanOrEqual(refusedAtMost);
+        atLeast,
+        refusedAtMost,
+        3,
+      );
     });
   }
 });
@@ -1137,21 +1130,19 @@ describe("a concurrency cap whose refusals bring a hold of seconds (virtual time
   ];
   for (const [maxConcurrency, latencyMs, status, retryAfter, atLeast, refusedAtMost] of table) {
     it(`defaults reach ${atLeast} of ${maxConcurrency} at once at ${latencyMs} ms answering ${status} "Retry-After: ${retryAfter}", ${refusedAtMost} refused at most`, () => {
-      const r = runZooCrawl({
-        site: {
+      expectReaches(
+        {
           name: `cap ${maxConcurrency}`,
           limiter: { shape: "concurrency", maxConcurrency },
           latencyMs,
           status,
           retryAfter,
         },
-        pages: 200,
-        outboundJitterMs: 3,
-        settings: { retry: { times: 10 } },
-      });
-      expect(r.ok).toBe(200);
-      expect(r.efficiency).toBeGreaterThanOrEqual(atLeast);
-      expect(r.refused).toBeLessThanOrEqual(refusedAtMost);
+        200,
+        atLeast,
+        refusedAtMost,
+        3,
+      );
     });
   }
 });
