@@ -1813,7 +1813,10 @@ export class RampupController {
   /** The first admit after a block: a window when the block was long. */
   #endBlock(now: number, sentAt: number): void {
     const start = this.#blockStart;
-    const held = this.#blockHeld && !this.#refusedAfterHold;
+    const serverHeld = this.#blockHeld;
+    // A probe refused after a hold had ended: the reset lies between it and
+    // the admitted probe, as in a block the server did not hold.
+    const held = serverHeld && !this.#refusedAfterHold;
     this.#refusedAfterHold = false;
     this.#blockStart = Number.NaN;
     this.#blockHeld = false;
@@ -1895,7 +1898,7 @@ export class RampupController {
         // from 8/s a refusal a step, 10 refused in 20 pages; 5 now). The
         // admitted probe went at a hold's end, later than it had to: a pace
         // on the safe side, which the climb leaves.
-        (!held || this.#earlyAdmits <= 1)
+        (!serverHeld || this.#earlyAdmits <= 1)
       ) {
         const rate = this.#clampRate(1000 / gap);
         this.#hi = Math.min(this.#hi, 1000 / refusedGap);
