@@ -111,7 +111,7 @@ export function backoffOn<R, T>(
           if (requestMeta(outcome.request)?.throttlingDontTrack !== true) apply(outcome);
           const status = outcomeStatus(outcome);
           // A 403 a rate limit answered is a refusal (`rateLimited403`).
-          const refused403 = status === 403 &&
+          const refused403 = retry.enabled && status === 403 &&
             rateLimited403(outcome as Outcome<unknown, unknown>, clock());
           const retryable = retry.enabled && isRetryable(outcome, status, refused403);
           if (retryable && attemptsLeft(retry, outcome.attempt, status, refused403)) {

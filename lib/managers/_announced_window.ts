@@ -236,6 +236,15 @@ export class AnnouncedWindow {
   #evenSpread = false;
 
   /**
+   * The share of a window its quota's sends go over: a quota told by holds
+   * or read from a block in bursts like the site took (unless tried as a
+   * sliding log, `#evenSpread`); an announced one over the whole window.
+   */
+  #spread(): number {
+    return this.inferred && !this.#evenSpread ? ANNOUNCED_SPREAD : 1;
+  }
+
+  /**
    * One try at `now` plus a sixteenth of the window, alone until answered
    * (see `blindRefused`); twice as long after each refused try (a window
    * read 0.5 s short was refused four times a sixteenth apart).
@@ -310,7 +319,7 @@ export class AnnouncedWindow {
     this.#beginBlindWindow(sentAt, 1);
     this.resetAt = sentAt + this.windowMs;
     this.left = this.limit - 1;
-    this.gapMs = (this.#evenSpread ? 1 : ANNOUNCED_SPREAD) * (this.windowMs / this.limit);
+    this.gapMs = this.#spread() * (this.windowMs / this.limit);
   }
 
   /**
@@ -714,7 +723,7 @@ export class AnnouncedWindow {
       this.left = limit;
       this.lastRemaining = Infinity;
       // A quota told by holds goes in bursts like the ones the site took.
-      this.gapMs = (this.inferred && !this.#evenSpread ? ANNOUNCED_SPREAD : 1) * (w / limit);
+      this.gapMs = this.#spread() * (w / limit);
       // A blind window's first send goes alone: refused, the site's window
       // had not reset yet, and a burst on its way would be refused whole
       // (five at a window of 20 per 2 s at 100 ms read 7% short).
