@@ -1060,6 +1060,29 @@ describe("a sliding log without headers, read from a block of refusals (virtual 
   }
 });
 
+describe("a cap read from refusals on their way (virtual time)", () => {
+  it("defaults reach 0.85 of a cap of 5 at 20 ms: a send made at the instant the cap was lowered is answered for by it", () => {
+    // Slow start reached 8 in flight; refusals on their way lowered the cap
+    // to 6, then 5, the last when an admitted answer came in. Sends made
+    // at that same instant, before the lower cap applied, went with 6 in
+    // flight; one of them refused 20 ms later was read as a refusal under
+    // the cap, the cap was refuted and the site paced as a rate of 70/s
+    // (its rate is 250/s): 0.53 over 500 pages. The lowered cap now counts
+    // as a cut for what was sent up to it: 0.92.
+    expectReaches(
+      {
+        name: "cap 5",
+        limiter: { shape: "concurrency", maxConcurrency: 5 },
+        latencyMs: 20,
+        status: 503,
+      },
+      500,
+      0.85,
+      8,
+    );
+  });
+});
+
 describe("a sliding-window counter met late in its window, held by Retry-After (virtual time)", () => {
   it("defaults reach 0.6 of a counter of 50 per 10 s whose window ends 100 ms in: the holds' quota is left at what it admitted since the first send", () => {
     // Its first burst straddles the window's end; it then admits next to

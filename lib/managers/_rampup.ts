@@ -578,12 +578,17 @@ export class RampupController {
    * a refusal on the way below the cap (`#capOnTheWay`) lowers it. (A
    * bucket or a window that ran out refuses all that was in flight.)
    */
-  #capWayAdmitted(): void {
+  #capWayAdmitted(now: number): void {
     const f = this.#capWayF;
     this.#capWayF = Infinity;
     if (this.#capRefuted || this.rate !== Infinity || !(f - 1 < this.#capLimit)) return;
     this.#capLimit = f - 1;
     this.#capUpTo = 0;
+    // A cut like any other: what was sent up to now, before the lower cap
+    // applies (sends at this very instant among them), is answered for by
+    // it. (Read as a refusal under the cap, one such send refuted it: a cap
+    // of 5 at 20 ms was then paced at 70/s, 0.53 of its rate; 0.92 now.)
+    this.#lastCutAt = now;
     this.#paceLater(Infinity, `refused on its way with ${f} in flight: concurrency cap ${f - 1}`);
   }
 
@@ -632,7 +637,7 @@ export class RampupController {
     if (sentAt === undefined || sentAt > this.#episodeStart) this.#episodeAdmits++;
     this.#checkInFlight(sentAt, true);
     if (this.#capWayF !== Infinity && sentAt !== undefined && sentAt <= this.#lastCutAt) {
-      this.#capWayAdmitted();
+      this.#capWayAdmitted(now);
     }
     if (sentAt !== undefined && sentAt > this.#lastCutAt && !Number.isNaN(this.#blockStart)) {
       this.#endBlock(now, sentAt);
