@@ -1083,6 +1083,29 @@ describe("a cap read from refusals on their way (virtual time)", () => {
   });
 });
 
+describe("a first refusal that read no pace (virtual time)", () => {
+  it("defaults reach 0.65 of a 40/s strict spacer at 150 ms with one-second holds: two sends at one instant bound nothing", () => {
+    // The first two sends went at one instant and the second was refused:
+    // two in flight over the refusal's round trip read as 18.74/s, halved,
+    // and the search stayed under that bound, probing past it once a
+    // window: 17/s for the crawl, 0.42. Such a first refusal now starts the
+    // search from below at 8/s and climbs past it: 0.75.
+    expectReaches(
+      {
+        name: "spacer 40/s",
+        limiter: { shape: "token-bucket", ratePerSec: 40, burst: 1 },
+        latencyMs: 150,
+        latencyJitter: 0.3,
+        status: 429,
+        retryAfter: "seconds",
+      },
+      600,
+      0.65,
+      8,
+    );
+  });
+});
+
 describe("a sliding-window counter met late in its window, held by Retry-After (virtual time)", () => {
   it("defaults reach 0.6 of a counter of 50 per 10 s whose window ends 100 ms in: the holds' quota is left at what it admitted since the first send", () => {
     // Its first burst straddles the window's end; it then admits next to
