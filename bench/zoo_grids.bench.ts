@@ -1,0 +1,203 @@
+/**
+ * Three grids of zoo sites in virtual time, for what the drawn sets (100-300
+ * pages, latencies drawn per site) hardly reach:
+ *
+ * - `caps`: servers that serve 2-8 at once, answering 503 (without and with
+ *   `Retry-After: 1`), at 2-80 ms ± 0 or 30%, 1,000 pages, 3 ms of arrival
+ *   jitter (336 crawls with both modes).
+ * - `long`: 1,500 pages of every common shape (caps; token buckets and strict
+ *   spacers of 5-40/s; fixed windows, sliding logs and sliding-window counters
+ *   of 10-100 per 1-10 s) at 20, 60 and 150 ms ± 30%, 429 or 503, with and
+ *   without `Retry-After` in seconds (297 crawls a mode).
+ * - `high-latency`: token buckets of 5-40/s with a burst of 1 or 4 at 100-500
+ *   ms ± 30%, 300 and 1,000 pages, two seeds (320 crawls a mode).
+ *
+ * Per grid and mode: mean efficiency, crawls that miss the issue's targets
+ * (efficiency under 0.8, at most 5% refused: the defaults' targets, used for
+ * both modes here) and the mean refused share; `--list` prints the misses.
+ * The ideal lets the client have 16 in flight (`runZooCrawl`): where a rate
+ * times the latency is more than 8, the default of 8 at once per site bounds
+ * politely below it.
+ *
+ * `npx tsx bench/zoo_grids.bench.ts [--grids caps,long,high-latency] [--rampup] [--list]`
+ *
+ * @module
+ */
+import type { ZooSiteSpec } from "../lib/sim/zoo.ts";
+import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
+import { argValue, isMain, markdownTable } from "./_harness.ts";
+
+/** One crawl of a grid. */
+interface Cell {
+  readonly site: ZooSiteSpec;
+  readonly pages: number;
+  readonly seed: number;
+  readonly jitterMs: number;
+}
+
+type Limiter = ZooSiteSpec["limiter"];
+
+function site(
+  limiter: Limiter,
+  latencyMs: number,
+  latencyJitter: number,
+  status: 429 | 503,
+  retryAfter: ZooSiteSpec["retryAfter"],
+): ZooSiteSpec {
+  return {
+    name: `${JSON.stringify(limiter)} ${latencyMs} ms ±${latencyJitter * 100}% ${status} ` +
+      `Retry-After ${retryAfter ?? "none"}`,
+    limiter,
+    latencyMs,
+    latencyJitter,
+    status,
+    ...(retryAfter === undefined ? {} : { retryAfter }),
+  };
+}
+
+function capsGrid(): Cell[] {
+  const cells: Cell[] = [];
+  for (const maxConcurrency of [2, 3, 4, 5, 6, 7, 8]) {
+    for (const latency of [2, 5, 10, 20, 40, 80]) {
+      for (const jitter of [0, 0.3]) {
+        for (const retryAfter of [undefined, 1] as const) {
+          cells.push({
+            site: site({ shape: "concurrency", maxConcurrency }, latency, jitter, 503, retryAfter),
+            pages: 1000,
+            seed: 1,
+            jitterMs: 3,
+          });
+        }
+      }
+    }
+  }
+  return cells;
+}
+
+function longGrid(): Cell[] {
+  const limiters: Limiter[] = [];
+  for (const c of [2, 3, 4, 5, 6, 8]) limiters.push({ shape: "concurrency", maxConcurrency: c });
+  for (const ratePerSec of [5, 10, 20, 40]) {
+    for (const burst of [1, 5, 20]) limiters.push({ shape: "token-bucket", ratePerSec, burst });
+  }
+  for (const [quota, windowMs] of [[10, 1000], [20, 1000], [50, 5000], [100, 10000], [30, 2000]]) {
+    limiters.push({ shape: "fixed-window", quota: quota!, windowMs: windowMs! });
+    limiters.push({ shape: "sliding-window", quota: quota!, windowMs: windowMs! });
+    limiters.push({ shape: "sliding-counter", quota: quota!, windowMs: windowMs! });
+  }
+  const cells: Cell[] = [];
+  for (const limiter of limiters) {
+    for (const latency of [20, 60, 150]) {
+      for (
+        const [status, retryAfter] of [[429, undefined], [503, undefined], [
+          429,
+          "seconds",
+        ]] as const
+      ) {
+        cells.push({
+          site: site(limiter, latency, 0.3, status, retryAfter),
+          pages: 1500,
+          seed: 1,
+          jitterMs: 3,
+        });
+      }
+    }
+  }
+  return cells;
+}
+
+function highLatencyGrid(): Cell[] {
+  const cells: Cell[] = [];
+  for (const pages of [300, 1000]) {
+    for (const ratePerSec of [5, 10, 16, 25, 40]) {
+      for (const burst of [1, 4]) {
+        for (const latency of [100, 200, 350, 500]) {
+          for (const retryAfter of [undefined, "seconds"] as const) {
+            for (const seed of [1, 2]) {
+              cells.push({
+                site: site(
+                  { shape: "token-bucket", ratePerSec, burst },
+                  latency,
+                  0.3,
+                  429,
+                  retryAfter,
+                ),
+                pages,
+                seed,
+                jitterMs: 3,
+              });
+            }
+          }
+        }
+      }
+    }
+  }
+  return cells;
+}
+
+const GRIDS: Record<string, () => Cell[]> = {
+  caps: capsGrid,
+  long: longGrid,
+  "high-latency": highLatencyGrid,
+};
+
+/** Runs the grids and returns their Markdown. */
+export function main(argv: readonly string[]): string {
+  const names = (argValue(argv, "grids") ?? Object.keys(GRIDS).join(",")).split(",");
+  const modes = argv.includes("--rampup") ? [false, true] : [false];
+  const list = argv.includes("--list");
+  const rows: string[][] = [];
+  const misses: string[] = [];
+  for (const name of names) {
+    const grid = GRIDS[name];
+    if (grid === undefined) {
+      throw new Error(`--grids: unknown grid '${name}' (${Object.keys(GRIDS).join(", ")})`);
+    }
+    const cells = grid();
+    for (const rampup of modes) {
+      let sum = 0;
+      let refused = 0;
+      let missed = 0;
+      for (const cell of cells) {
+        const r = runZooCrawl({
+          site: cell.site,
+          pages: cell.pages,
+          seed: cell.seed,
+          rampup,
+          outboundJitterMs: cell.jitterMs,
+          settings: { retry: { times: 10 } },
+        });
+        const share = r.refused / r.requests;
+        sum += r.efficiency;
+        refused += share;
+        if (r.efficiency < 0.8 || share > 0.05) {
+          missed++;
+          misses.push(
+            `- ${name}, ${
+              rampup ? "rampup" : "defaults"
+            }: ${cell.site.name}, ${cell.pages} pages, ` +
+              `seed ${cell.seed}: efficiency ${
+                r.efficiency.toFixed(2)
+              }, refused ${r.refused} of ${r.requests}`,
+          );
+        }
+      }
+      rows.push([
+        name,
+        rampup ? "rampup" : "defaults",
+        String(cells.length),
+        (sum / cells.length).toFixed(3),
+        `${missed}`,
+        `${((100 * refused) / cells.length).toFixed(2)}%`,
+      ]);
+    }
+  }
+  const table = markdownTable(
+    ["grid", "mode", "crawls", "mean efficiency", "under 0.8 or over 5% refused", "mean refused"],
+    rows,
+    ["l", "l", "r", "r", "r", "r"],
+  );
+  return `### Zoo grids (virtual time)\n\n${table}\n${list ? `\n${misses.join("\n")}\n` : ""}`;
+}
+
+if (isMain(import.meta)) console.log(main(process.argv.slice(2)));
