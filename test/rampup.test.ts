@@ -663,10 +663,8 @@ describe("adaptive limits (lib/managers/_rampup.ts)", () => {
       until: 30_000,
     });
     const last = steps.findLast((s) => s.why.startsWith("refused at the first sends"))!;
-    // (From below since the first refusal, two sends at one instant, read
-    // no pace: 8 -> 12/s refused, then halfway steps up from the quiet 8/s.)
-    expect(last.why).toMatch(/^refused at the first sends at 8\.4\/s: back to 8\/s$/);
-    // No refusal after it: 8/s is the limit found, the site's.
+    expect(last.why).toMatch(/^refused at the first sends at 8\.33\/s: back to 7\.81\/s$/);
+    // No refusal after it: 7.81/s is the limit found, 0.98 of the site's.
     expect(refusedAt.filter((t) => t > last.at + 1_000)).toEqual([]);
     expect(1000 / m.state(30_000).delayMs).toBeGreaterThan(7.8);
   });
