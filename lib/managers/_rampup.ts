@@ -1345,12 +1345,13 @@ export class RampupController {
     // too, which halved from there where a refusal costs no hold (its
     // misses under 0.9: round-number sites 660 -> 635 of 920, drawn outside
     // 81-160 688 -> 670; a 25/s GCRA at 10 ms, where halving was quick,
-    // 0.95 -> 0.87). And from below however low the cut where the refused
-    // sends went at one instant before anything was admitted (or before two
-    // were logged): "in flight over the round trip" is no pace the scope
-    // sent at, yet it bounded the search (a 40/s strict spacer at 150 ms ±
-    // 30%, 1 s holds: two at once, refused, "18.74/s", and 17/s for the
-    // rest of the crawl: 0.42 over 600 pages; 0.75 now).
+    // 0.95 -> 0.87). And however low the cut, a search from below (no bound
+    // above, a climb) where the refused sends went at one instant before
+    // anything was admitted (or before two were logged): "in flight over
+    // the round trip" is no pace the scope sent at, yet it bounded the
+    // search (a 40/s strict spacer at 150 ms ± 30%, 1 s holds: two at once,
+    // refused, "18.74/s", and 17/s for the rest of the crawl: 0.42 over 600
+    // pages; 0.75 now).
     const noPace = firstPace && (this.#sends.count < 2 ||
       (atOnce && this.limits.mode === "adaptive" && this.#firstAdmits === 0));
     const fromBelow = firstPace && this.#firstAdmits <= BURST_MIN &&
