@@ -1106,6 +1106,29 @@ describe("a first refusal that read no pace (virtual time)", () => {
   });
 });
 
+describe("a blind quota refused late in its window, short of its quota (virtual time)", () => {
+  it("defaults reach 0.8 of a sliding-window counter of 30 per 2 s at 20 ms: the quota is spread over its window", () => {
+    // Read as a window of 30 per 1.96 s from its first block, sent in
+    // bursts; the counter weighs the window before and refused 10-27 into
+    // each burst, and the scope waited for the next window: 0.65 over 600
+    // pages, 21 refused. Refused short of its quota, the quota is spread
+    // over the whole window from then on: 0.87, 12 refused.
+    expectReaches(
+      {
+        name: "counter 30/2s",
+        limiter: { shape: "sliding-counter", quota: 30, windowMs: 2000 },
+        latencyMs: 20,
+        latencyJitter: 0.3,
+        status: 429,
+      },
+      600,
+      0.8,
+      15,
+      3,
+    );
+  });
+});
+
 describe("a sliding-window counter met late in its window, held by Retry-After (virtual time)", () => {
   it("defaults reach 0.6 of a counter of 50 per 10 s whose window ends 100 ms in: the holds' quota is left at what it admitted since the first send", () => {
     // Its first burst straddles the window's end; it then admits next to
