@@ -23,7 +23,7 @@
  *
  * @module
  */
-import type { ZooSiteSpec } from "../lib/sim/zoo.ts";
+import { describeLimiter, type ZooSiteSpec } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
 import { argValue, isMain, markdownTable } from "./_harness.ts";
 
@@ -45,7 +45,7 @@ function site(
   retryAfter: ZooSiteSpec["retryAfter"],
 ): ZooSiteSpec {
   return {
-    name: `${JSON.stringify(limiter)} ${latencyMs} ms ±${latencyJitter * 100}% ${status} ` +
+    name: `${describeLimiter(limiter)}, ${latencyMs} ms ±${latencyJitter * 100}%, ${status}, ` +
       `Retry-After ${retryAfter ?? "none"}`,
     limiter,
     latencyMs,

@@ -1352,16 +1352,16 @@ export class RampupController {
     // search (a 40/s strict spacer at 150 ms ± 30%, 1 s holds: two at once,
     // refused, "18.74/s", and 17/s for the rest of the crawl: 0.42 over 600
     // pages; 0.75 now).
-    const noPace = firstPace && (this.#sends.count < 2 ||
-      (atOnce && this.limits.mode === "adaptive" && this.#firstAdmits === 0));
+    const noPace = this.#sends.count < 2 ||
+      (atOnce && this.limits.mode === "adaptive" && this.#firstAdmits === 0);
     const fromBelow = firstPace && this.#firstAdmits <= BURST_MIN &&
       (next > 2 * FROM_BELOW_RATE || noPace);
     if (fromBelow) {
-      // Where the cut read no pace and is already slow, it stays (raised to
-      // 8/s, a slow site at a long round trip paid a refusal or two more:
-      // rates of 0.5-4/s at 200-800 ms, 76 against 63 of 96 crawls missing);
-      // only its bound goes.
-      if (!(noPace && next <= 2 * FROM_BELOW_RATE)) next = FROM_BELOW_RATE;
+      // A cut that is already slow (one that read no pace) stays, only its
+      // bound goes (raised to 8/s, a slow site at a long round trip paid a
+      // refusal or two more: rates of 0.5-4/s at 200-800 ms, 76 against 63
+      // of 96 crawls missing).
+      if (next > 2 * FROM_BELOW_RATE) next = FROM_BELOW_RATE;
       why = this.#heldUntil > now
         ? `refused at ${fmt(pace)}/s, a hold of ${
           Math.round(this.#heldUntil - now)
