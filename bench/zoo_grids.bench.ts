@@ -12,6 +12,29 @@
  * - `high-latency`: token buckets of 5-40/s with a burst of 1 or 4 at 100-500
  *   ms ± 30%, 300 and 1,000 pages, two seeds (320 crawls a mode).
  *
+ * Five more (tenth session), run with `--grids all` or by name, for shapes
+ * the drawn sets meet seldom or never:
+ *
+ * - `anchored`: fixed windows that begin at the first request after the last
+ *   one ended (a counter with a time-to-live, Redis `INCR` + `EXPIRE`) of
+ *   5-30 per 1-10 s, at 50 and 200 ms, without and with `Retry-After` in
+ *   seconds, 20 windows' worth of pages (100 at least).
+ * - `constant-retry-after`: token buckets of 2-20/s with a burst of 1 or 5
+ *   that answer every refusal with the same `Retry-After` (1, 2 or 5 s),
+ *   300 pages: each refusal costs the whole hold.
+ * - `told-on-refusals`: fixed windows, sliding logs and sliding-window
+ *   counters of 10 per 1 s to 60 per 60 s announcing IETF `RateLimit` or
+ *   `X-RateLimit-*` with epoch resets, on refusals only and on every answer,
+ *   at 30 and 150 ms, four and a half windows' worth of pages.
+ * - `minute`: fixed windows, sliding logs and sliding-window counters of 60,
+ *   120 and 300 per minute, at 100 ms, without `Retry-After`, with it in
+ *   seconds and as a date, four windows' worth of pages.
+ * - `slow-api`: token buckets of 1-5/s with a burst of 1, 5 or 10 at 100,
+ *   300 and 600 ms, without and with `Retry-After` in seconds, 200 pages.
+ *
+ * Each of the five runs seeds 1 and 2 (latencies vary ± 30%, arrivals up to
+ * 3 ms late).
+ *
  * Per grid and mode: mean efficiency, crawls that miss the issue's targets
  * (efficiency under 0.8, at most 5% refused: the defaults' targets, used for
  * both modes here) and the mean refused share; `--list` prints the misses.
@@ -19,7 +42,7 @@
  * times the latency is more than 8, the default of 8 at once per site bounds
  * politely below it.
  *
- * `npx tsx bench/zoo_grids.bench.ts [--grids caps,long,high-latency] [--rampup] [--list]`
+ * `npx tsx bench/zoo_grids.bench.ts [--grids caps,long,high-latency|all|NAME,...] [--rampup] [--list]`
  *
  * @module
  */
@@ -43,16 +66,101 @@ function site(
   latencyJitter: number,
   status: 429 | 503,
   retryAfter: ZooSiteSpec["retryAfter"],
+  announced: Pick<ZooSiteSpec, "announce" | "announceOn"> = {},
 ): ZooSiteSpec {
+  const told = announced.announce === undefined
+    ? ""
+    : `, ${announced.announce} on ${announced.announceOn ?? "all"}`;
   return {
     name: `${describeLimiter(limiter)}, ${latencyMs} ms ±${latencyJitter * 100}%, ${status}, ` +
-      `Retry-After ${retryAfter ?? "none"}`,
+      `Retry-After ${retryAfter ?? "none"}${told}`,
     limiter,
     latencyMs,
     latencyJitter,
     status,
     ...(retryAfter === undefined ? {} : { retryAfter }),
+    ...announced,
   };
+}
+
+/** The five grids of the tenth session crawl each site with seeds 1 and 2. */
+function twoSeeds(site: ZooSiteSpec, pages: number): Cell[] {
+  return [1, 2].map((seed) => ({ site, pages, seed, jitterMs: 3 }));
+}
+
+function anchoredGrid(): Cell[] {
+  const cells: Cell[] = [];
+  for (const quota of [5, 10, 30]) {
+    for (const windowMs of [1000, 5000, 10000]) {
+      for (const latency of [50, 200]) {
+        for (const retryAfter of [undefined, "seconds"] as const) {
+          const limiter: Limiter = { shape: "fixed-window", quota, windowMs, anchor: "request" };
+          const pages = Math.max(100, Math.round((quota * 20000) / windowMs));
+          cells.push(...twoSeeds(site(limiter, latency, 0.3, 429, retryAfter), pages));
+        }
+      }
+    }
+  }
+  return cells;
+}
+
+function constantRetryAfterGrid(): Cell[] {
+  const cells: Cell[] = [];
+  for (const ratePerSec of [2, 5, 10, 20]) {
+    for (const burst of [1, 5]) {
+      for (const retryAfter of [1, 2, 5]) {
+        const limiter: Limiter = { shape: "token-bucket", ratePerSec, burst };
+        cells.push(...twoSeeds(site(limiter, 100, 0.3, 429, retryAfter), 300));
+      }
+    }
+  }
+  return cells;
+}
+
+function toldOnRefusalsGrid(): Cell[] {
+  const cells: Cell[] = [];
+  for (const announce of ["ietf", "x-epoch"] as const) {
+    for (const shape of ["fixed-window", "sliding-window", "sliding-counter"] as const) {
+      for (const [quota, windowMs] of [[10, 1000], [30, 5000], [100, 10000], [60, 60000]]) {
+        for (const announceOn of ["all", "refusals"] as const) {
+          for (const latency of [30, 150]) {
+            const limiter = { shape, quota: quota!, windowMs: windowMs! } as Limiter;
+            const s = site(limiter, latency, 0.3, 429, "seconds", { announce, announceOn });
+            cells.push(...twoSeeds(s, Math.round(quota! * 4.5)));
+          }
+        }
+      }
+    }
+  }
+  return cells;
+}
+
+function minuteGrid(): Cell[] {
+  const cells: Cell[] = [];
+  for (const quota of [60, 120, 300]) {
+    for (const shape of ["fixed-window", "sliding-window", "sliding-counter"] as const) {
+      for (const retryAfter of [undefined, "seconds", "date"] as const) {
+        const limiter = { shape, quota, windowMs: 60000 } as Limiter;
+        cells.push(...twoSeeds(site(limiter, 100, 0.3, 429, retryAfter), quota * 4));
+      }
+    }
+  }
+  return cells;
+}
+
+function slowApiGrid(): Cell[] {
+  const cells: Cell[] = [];
+  for (const ratePerSec of [1, 2, 3, 5]) {
+    for (const burst of [1, 5, 10]) {
+      for (const latency of [100, 300, 600]) {
+        for (const retryAfter of [undefined, "seconds"] as const) {
+          const limiter: Limiter = { shape: "token-bucket", ratePerSec, burst };
+          cells.push(...twoSeeds(site(limiter, latency, 0.3, 429, retryAfter), 200));
+        }
+      }
+    }
+  }
+  return cells;
 }
 
 function capsGrid(): Cell[] {
@@ -139,11 +247,24 @@ const GRIDS: Record<string, () => Cell[]> = {
   caps: capsGrid,
   long: longGrid,
   "high-latency": highLatencyGrid,
+  anchored: anchoredGrid,
+  "constant-retry-after": constantRetryAfterGrid,
+  "told-on-refusals": toldOnRefusalsGrid,
+  minute: minuteGrid,
+  "slow-api": slowApiGrid,
 };
+
+/** The grids run when `--grids` is not given. */
+const DEFAULT_GRIDS = ["caps", "long", "high-latency"];
 
 /** Runs the grids and returns their Markdown. */
 export function main(argv: readonly string[]): string {
-  const names = (argValue(argv, "grids") ?? Object.keys(GRIDS).join(",")).split(",");
+  const asked = argValue(argv, "grids");
+  const names = asked === "all"
+    ? Object.keys(GRIDS)
+    : asked === undefined
+    ? DEFAULT_GRIDS
+    : asked.split(",");
   const modes = argv.includes("--rampup") ? [false, true] : [false];
   const list = argv.includes("--list");
   const rows: string[][] = [];

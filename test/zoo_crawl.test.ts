@@ -297,9 +297,52 @@ describe("createZooLimiter()", () => {
       [{ shape: "fixed-window", quota: 20, windowMs: 2000 }, 9 * 2000 + L],
       [{ shape: "concurrency", maxConcurrency: 4 }, 50 * L],
       [{ shape: "leaky-queue", ratePerSec: 10, burst: 5 }, (199 / 10) * 1000 + L],
+      // A sliding-window counter admits its quota at once, then, the window
+      // before weighing a full quota, one per window / quota from the end of
+      // the first window on: it never takes a second burst.
+      [{ shape: "sliding-counter", quota: 20, windowMs: 2000 }, 2000 + (179 * 2000) / 20 + L],
+      [
+        { shape: "sliding-counter", quota: 20, windowMs: 2000, phaseMs: 500 },
+        500 + (179 * 2000) / 20 + L,
+      ],
+      // (All 200 within its quota: the client's own 16 at once bound it.)
+      [{ shape: "sliding-counter", quota: 200, windowMs: 2000 }, Math.ceil(200 / 16) * L],
     ];
     for (const [limiter, ms] of cases) {
       expect(idealMs({ name: "i", limiter, latencyMs: L }, 200)).toBeCloseTo(ms, 6);
+    }
+  });
+
+  it("idealMs() of a sliding-window counter is a greedy client's time (its counter replayed)", () => {
+    for (
+      const [quota, windowMs, pages, phaseMs] of [
+        [5, 1000, 23, undefined],
+        [10, 1000, 64, 300],
+        [7, 3000, 30, 2999],
+      ] as const
+    ) {
+      const spec: ZooSiteSpec = {
+        name: "g",
+        limiter: {
+          shape: "sliding-counter",
+          quota,
+          windowMs,
+          ...(phaseMs === undefined ? {} : { phaseMs }),
+        },
+        latencyMs: 0,
+      };
+      const limiter = createZooLimiter(spec);
+      let t = 0;
+      let sent = 0;
+      let last = 0;
+      while (sent < pages) {
+        if (limiter.arrive(t).status === 200) {
+          sent++;
+          last = t;
+        } else t += 0.25;
+      }
+      // The replay steps a quarter of a millisecond past each admission.
+      expect(Math.abs(idealMs(spec, pages) - last)).toBeLessThanOrEqual(0.25);
     }
   });
 });

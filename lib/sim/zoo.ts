@@ -578,8 +578,16 @@ export function idealMs(spec: ZooSiteSpec, pages: number, maxConcurrency = 16): 
       break;
     case "fixed-window":
     case "sliding-window":
-    case "sliding-counter":
       limit = (Math.ceil(pages / l.quota) - 1) * l.windowMs + L;
+      break;
+    case "sliding-counter":
+      // Its quota at once; from the end of the first window on, the window
+      // before weighs a full quota, and the counter frees one request per
+      // `windowMs / quota` for good: it never takes a second burst (a
+      // greedy client, which is the best one, replayed against it).
+      limit = pages <= l.quota
+        ? L
+        : (l.phaseMs ?? l.windowMs) + ((pages - l.quota - 1) * l.windowMs) / l.quota + L;
       break;
     case "concurrency":
       limit = Math.ceil(pages / Math.min(l.maxConcurrency, maxConcurrency)) * L;
@@ -644,7 +652,9 @@ export function describeLimiter(l: LimiterSpec): string {
     case "token-bucket":
       return l.burst === 1 ? `${l.ratePerSec}/s, no burst` : `${l.ratePerSec}/s burst ${l.burst}`;
     case "fixed-window":
-      return `${l.quota} per ${l.windowMs / 1000} s (fixed)`;
+      return `${l.quota} per ${l.windowMs / 1000} s (fixed${
+        l.anchor === "request" ? ", from a request" : ""
+      })`;
     case "sliding-window":
       return `${l.quota} per ${l.windowMs / 1000} s (sliding)`;
     case "sliding-counter":
