@@ -1149,6 +1149,35 @@ describe("a first refusal that read no pace (virtual time)", () => {
   });
 });
 
+describe("a sliding-window counter that announces a budget the requests on their way spend (virtual time)", () => {
+  it("defaults reach 0.9 of a counter of 100 per 10 s at 150 ms announcing its budget on every answer: room it frees is used at once", () => {
+    // Read as a counter, the scope paced at its trickle, and each answer
+    // told one to three left until the current window's end. With as many
+    // requests still on their way, nothing was left to spread, and the
+    // scope waited for that end, then sent a burst the counter cut short:
+    // every other window waited out, 0.64 (X-RateLimit epoch resets) and
+    // 0.74 (IETF RateLimit) over 450 pages. It now waits a slot's time, as
+    // a spent counter's budget does: 0.99 both.
+    for (const announce of ["x-epoch", "ietf"] as const) {
+      expectReaches(
+        {
+          name: `counter 100/10s ${announce}`,
+          limiter: { shape: "sliding-counter", quota: 100, windowMs: 10_000 },
+          latencyMs: 150,
+          latencyJitter: 0.3,
+          status: 429,
+          retryAfter: "seconds",
+          announce,
+        },
+        450,
+        0.9,
+        9,
+        3,
+      );
+    }
+  });
+});
+
 describe("a blind quota refused late in its window, short of its quota (virtual time)", () => {
   it("defaults reach 0.8 of a sliding-window counter of 30 per 2 s at 20 ms: the quota is spread over its window", () => {
     // Read as a window of 30 per 1.96 s from its first block, sent in

