@@ -1178,6 +1178,30 @@ describe("a sliding-window counter that announces a budget the requests on their
   });
 });
 
+describe("a quota told by holds refused late in two windows, short of it (virtual time)", () => {
+  it("defaults reach 0.8 of a sliding-window counter of 30 per 2 s at 20 ms answering Retry-After in seconds: the quota is spread over its window", () => {
+    // Its holds told a quota of 30 per 2.26 s, sent in bursts; the counter
+    // weighs the window before and refused late in each burst, short of the
+    // quota, and the scope waited out the hold: 0.70 over 600 pages, 17
+    // refused. Refused so in two windows close together, the quota is
+    // spread over the whole window from then on: 0.84, 8 refused.
+    expectReaches(
+      {
+        name: "counter 30/2s, Retry-After",
+        limiter: { shape: "sliding-counter", quota: 30, windowMs: 2000 },
+        latencyMs: 20,
+        latencyJitter: 0.3,
+        status: 429,
+        retryAfter: "seconds",
+      },
+      600,
+      0.8,
+      12,
+      3,
+    );
+  });
+});
+
 describe("a blind quota refused late in its window, short of its quota (virtual time)", () => {
   it("defaults reach 0.8 of a sliding-window counter of 30 per 2 s at 20 ms: the quota is spread over its window", () => {
     // Read as a window of 30 per 1.96 s from its first block, sent in
