@@ -1183,7 +1183,7 @@ describe("a quota told by holds refused late in two windows, short of it (virtua
     // Its holds told a quota of 30 per 2.26 s, sent in bursts; the counter
     // weighs the window before and refused late in each burst, short of the
     // quota, and the scope waited out the hold: 0.70 over 600 pages, 17
-    // refused. Refused so in two windows close together, the quota is
+    // refused. Refused so in two windows in a row, the quota is
     // spread over the whole window from then on: 0.84, 8 refused.
     expectReaches(
       {

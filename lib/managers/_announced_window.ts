@@ -242,7 +242,7 @@ export class AnnouncedWindow {
 
   /** Sends spread over the whole window, not in bursts (see `blindRefused`, both branches, and `refusedWithin`). */
   #evenSpread = false;
-  /** Refusals late in a quota told by holds but short of it, close together (see `refusedWithin`). */
+  /** Refusals late in a quota told by holds but short of it, in windows in a row (see `refusedWithin`). */
   #lateShort = 0;
 
   /**
@@ -343,9 +343,9 @@ export class AnnouncedWindow {
   refusedWithin(now: number, holdEnd: number): void {
     const sent = this.limit - Math.max(0, this.left);
     if (!this.blind && sent > this.limit / 2 && sent < this.limit) {
-      // Late in the window but short of its quota, in two windows with at
-      // most one quiet window between: the site counts more than this
-      // window's sends (a sliding-window counter weighs the window before),
+      // Late in the window but short of its quota, in two windows in a row
+      // (the second the next one rolled after the first's refusal): the
+      // site counts more than this window's sends (a sliding-window counter weighs the window before),
       // so the quota is spread over its whole window from then on, as a
       // blind one is (see `blindRefused`). Not at the first such refusal: a
       // sliding log refuses so now and then where its slots free later than
