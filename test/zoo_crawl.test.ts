@@ -313,6 +313,27 @@ describe("createZooLimiter()", () => {
     }
   });
 
+  it("runZooCrawl() cut at limitMs reckons the pages it got over the time up to the limit", () => {
+    // One per 10 s, five pages, 25 s allowed: three admitted (at 0, 10 and
+    // 20 s) and the crawl cut. Its efficiency was the ideal of all five
+    // (40 s) over the 20 s to the last answer: 2.0.
+    const r = runZooCrawl({
+      site: {
+        name: "1 per 10 s",
+        limiter: { shape: "fixed-window", quota: 1, windowMs: 10_000 },
+        latencyMs: 10,
+      },
+      pages: 5,
+      limitMs: 25_000,
+      settings: { retry: { times: 10 } },
+    });
+    expect(r.cut).toBe(true);
+    expect(r.ok).toBe(3);
+    expect(r.idealMs).toBe(idealMs(r.site, 3));
+    expect(r.measuredMs).toBeCloseTo(25_000 - (r.stats.arrivals[0] ?? 0), 6);
+    expect(r.efficiency).toBeLessThanOrEqual(1);
+  });
+
   it("idealMs() of a sliding-window counter is a greedy client's time (its counter replayed)", () => {
     for (
       const [quota, windowMs, pages, phaseMs] of [

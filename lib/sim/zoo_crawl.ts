@@ -66,6 +66,12 @@ export interface ZooCrawlResult {
   readonly measuredMs: number;
   /** idealMs / measuredMs. */
   readonly efficiency: number;
+  /**
+   * Cut at `limitMs` before every page ended: `idealMs` is then the ideal
+   * time of the pages admitted, and `measuredMs` the time up to the limit
+   * (the adaptive benchmark's reckoning), so the efficiency stays a share.
+   */
+  readonly cut: boolean;
   /** Requests the site saw. */
   readonly requests: number;
   /** Requests it refused (429 or 503). */
@@ -95,7 +101,8 @@ export interface ZooCrawlResult {
  */
 export function runZooCrawl(options: ZooCrawlOptions): ZooCrawlResult {
   const pages = options.pages ?? 200;
-  const scheduler = new VirtualTimeScheduler(undefined, options.limitMs ?? 3_600_000);
+  const limitMs = options.limitMs ?? 3_600_000;
+  const scheduler = new VirtualTimeScheduler(undefined, limitMs);
   const jitter = options.outboundJitterMs ?? 0;
   const noise = seededRandom((options.seed ?? 1) + 7919);
   const back = options.inboundJitterMs ?? 0;
@@ -131,15 +138,17 @@ export function runZooCrawl(options: ZooCrawlOptions): ZooCrawlResult {
   sub.unsubscribe();
   const stats = site.stats();
   const first = stats.arrivals[0] ?? 0;
-  const measuredMs = Math.max(1, lastAt - first);
+  const cut = ok + failed < pages;
+  const measuredMs = Math.max(1, (cut ? limitMs : lastAt) - first);
   const concurrency = throttler.settings.concurrentRequests;
-  const ideal = idealMs(options.site, pages, concurrency);
+  const ideal = idealMs(options.site, cut ? ok : pages, concurrency);
   return {
     site: options.site,
     pages,
     idealMs: ideal,
     measuredMs,
     efficiency: ideal / measuredMs,
+    cut,
     requests: stats.requests,
     refused: stats.rejected,
     ok,
