@@ -1223,6 +1223,31 @@ describe("a quota told by holds refused late in two windows, short of it (virtua
   });
 });
 
+describe("a block's probes and backoff.maxDelayMs (virtual time)", () => {
+  it("a block of refusals is probed at least once per backoff.maxDelayMs: its growing waits stop there", () => {
+    // A window of 5 per minute without Retry-After, six pages: the sixth
+    // waits out the block, probed at waits growing 1.5 times from 250 ms
+    // (6.4, 9.6, 14.4 s, ... past a 5 s maxDelayMs: 41 s between two
+    // probes), a hold no setting allowed.
+    const r = runZooCrawl({
+      site: {
+        name: "5 per 60 s",
+        limiter: { shape: "fixed-window", quota: 5, windowMs: 60_000 },
+        latencyMs: 20,
+        status: 429,
+      },
+      pages: 6,
+      events: true,
+      settings: { retry: { times: 100 }, backoff: { maxDelayMs: 5_000 } },
+    });
+    expect(r.ok).toBe(6);
+    const sends = r.events.filter((e) => e.type === "request-sent").map((e) => e.at);
+    let longest = 0;
+    for (let i = 1; i < sends.length; i++) longest = Math.max(longest, sends[i]! - sends[i - 1]!);
+    expect(longest).toBeLessThanOrEqual(5_000 + 50);
+  });
+});
+
 describe("a blind quota refused late in its window, short of its quota (virtual time)", () => {
   it("defaults reach 0.8 of a sliding-window counter of 30 per 2 s at 20 ms: the quota is spread over its window", () => {
     // Read as a window of 30 per 1.96 s from its first block, sent in

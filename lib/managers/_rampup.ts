@@ -1473,7 +1473,11 @@ export class RampupController {
    * and the wait after it grows.
    */
   #probeWait(now: number): number {
-    const wait = this.#probeMs;
+    // No longer than backoff.maxDelayMs, as a server's hold is capped: the
+    // waits grow 1.5 times a probe, and a block of a minute or an hour
+    // (a window without Retry-After) held the scope for many minutes
+    // between two probes, longer than any setting allowed.
+    const wait = Math.min(this.#probeMs, this.limits.maxDelayMs);
     this.#probeMs *= PROBE_GROWTH;
     const until = now + wait;
     if (until > this.holdUntil) this.holdUntil = until;
