@@ -1227,8 +1227,8 @@ describe("a block's probes and backoff.maxDelayMs (virtual time)", () => {
   it("a block of refusals is probed at least once per backoff.maxDelayMs: its growing waits stop there", () => {
     // A window of 5 per minute without Retry-After, six pages: the sixth
     // waits out the block, probed at waits growing 1.5 times from 250 ms
-    // (6.4, 9.6, 14.4 s, ... past a 5 s maxDelayMs: 41 s between two
-    // probes), a hold no setting allowed.
+    // (6.4, 9.6, 14.4 s, ... past a 5 s maxDelayMs: 21.6 s between the
+    // last two), a hold no setting allowed.
     const r = runZooCrawl({
       site: {
         name: "5 per 60 s",
