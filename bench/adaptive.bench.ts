@@ -178,15 +178,14 @@ function crawlVirtual(spec: ZooSiteSpec, contender: Contender, pages: number, ca
     rampup: contender.rampup,
     limitMs: capMs,
   });
-  const done = r.ok + r.failed;
-  const capped = done < pages;
   const concurrency = createThrottler(contender.settings).settings.concurrentRequests;
   return {
     pages,
     ok: r.ok,
-    capped,
+    // runZooCrawl reckons a crawl cut at capMs up to the cap (`cut`).
+    capped: r.cut,
     idealMs: idealMs(spec, r.ok, concurrency),
-    measuredMs: capped ? Math.max(1, capMs - (r.stats.arrivals[0] ?? 0)) : r.measuredMs,
+    measuredMs: r.measuredMs,
     requests: r.requests,
     refused: r.refused,
     inHold: undefined,

@@ -345,9 +345,9 @@ export class AnnouncedWindow {
     if (!this.blind && sent > this.limit / 2 && sent < this.limit) {
       // Late in the window but short of its quota, in two windows in a row
       // (the second the next one rolled after the first's refusal): the
-      // site counts more than this window's sends (a sliding-window counter weighs the window before),
-      // so the quota is spread over its whole window from then on, as a
-      // blind one is (see `blindRefused`). Not at the first such refusal: a
+      // site counts more than this window's sends (a sliding-window
+      // counter weighs the window before), so the quota is spread over its
+      // whole window from then on, as a blind one is (see `blindRefused`). Not at the first such refusal: a
       // sliding log refuses so now and then where its slots free later than
       // the hold said, and takes its quota in bursts (a log of 300 per
       // minute spread at once, 0.90 -> 0.74). A counter of 30 per 2 s at 20
