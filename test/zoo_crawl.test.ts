@@ -1928,6 +1928,48 @@ describe("runZooCrawl() over the limiter zoo (virtual time)", () => {
     }
   });
 
+  it("a site that serves one at a time and holds each refusal is a cap of one at its second refusal", () => {
+    // Each refusal costs a hold here, so the evidence of a cap of one is
+    // taken early: refused twice with two in flight (the first sends at one
+    // instant, then the climb from 8/s) and admitted alone twice. Asked for
+    // eight admits alone, the scope paced and climbed under the cap until
+    // a third refusal (0.54-0.68 over these rows; 0.65-0.79 now, two
+    // refused, the first of them the two sends at one instant).
+    const table: [number, number, "seconds" | "date" | number, number][] = [
+      [80, 0.3, "seconds", 0.75],
+      [80, 0.5, 2, 0.63],
+      [110, 0.5, "date", 0.63],
+    ];
+    for (const [latencyMs, latencyJitter, retryAfter, least] of table) {
+      const site: ZooSiteSpec = {
+        name: "one at a time, held",
+        limiter: { shape: "concurrency", maxConcurrency: 1 },
+        latencyMs,
+        latencyJitter,
+        status: 429,
+        retryAfter,
+      };
+      const pages = Math.round(8000 / latencyMs);
+      const r = runZooCrawl({
+        site,
+        pages,
+        seed: 1,
+        outboundJitterMs: 3,
+        settings: { retry: { times: 10 } },
+        events: true,
+      });
+      const row = { latencyMs, retryAfter };
+      expect({ ...row, ok: r.ok }).toEqual({ ...row, ok: pages });
+      expect({
+        ...row,
+        capOne: rampupWhy(r).some((w) => /admitted alone: concurrency cap 1$/.test(w)),
+      })
+        .toEqual({ ...row, capOne: true });
+      expect({ ...row, refused: r.refused }).toEqual({ ...row, refused: 2 });
+      expect({ ...row, efficient: r.efficiency >= least }).toEqual({ ...row, efficient: true });
+    }
+  });
+
   it("a cap of one probed at two and refused goes back to one, not to a pace", () => {
     const site: ZooSiteSpec = {
       name: "one at a time",

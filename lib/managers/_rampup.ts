@@ -131,10 +131,15 @@ const ROUND_SENDS = 4;
  * A paced scope refused this often with two requests in flight, never with
  * one, and never admitted with two, after at least `CAP_ONE_ADMITS` admits
  * alone (and slower than one at a time would go), reads as a concurrency cap
- * of one.
+ * of one. Two admits are enough: where refusals bring holds, each one more
+ * asked for cost a hold (a cap of one at 80-110 ms with 1-2 s holds was
+ * found at its third refusal, 0.54-0.68 of its rate; 0.65-0.79 at its
+ * second). A strict spacer slower than its round trips read so is refuted
+ * by its next refusal with one in flight (a 9.5/s spacer at 86 ms, 2 s
+ * holds: 0.85 -> 0.79).
  */
 const CAP_ONE_REFUSALS = 2;
-const CAP_ONE_ADMITS = 8;
+const CAP_ONE_ADMITS = 2;
 /** Round trips per round. */
 export const ROUND_TRIPS = 3;
 /** The first probe in a block of refusals waits this long (or two round trips). */
