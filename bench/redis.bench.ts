@@ -12,7 +12,10 @@
  * requests. Each process is its own `node --import tsx` child; they start
  * together at a time the parent gives them.
  *
- * Run: `npx tsx bench/redis.bench.ts [--requests 20000] [--procs 1,2,4,8] [--scopes 100] [--per-scope 2]`.
+ * `--reuse-leases N` is `sharedDownload`'s `reuseLeases` (default 8; 0: every
+ * lease given back, as before it existed).
+ *
+ * Run: `npx tsx bench/redis.bench.ts [--requests 20000] [--procs 1,2,4,8] [--scopes 100] [--per-scope 2] [--reuse-leases 8]`.
  *
  * @module
  */
@@ -63,6 +66,7 @@ async function child(argv: readonly string[]): Promise<void> {
   const scopes = Number(argValue(argv, "scopes"));
   const perScope = Number(argValue(argv, "per-scope"));
   const startAt = Number(argValue(argv, "start"));
+  const reuseLeases = Number(argValue(argv, "reuse-leases"));
   const client = createClient({ socket: { host: "127.0.0.1", port: PORT } });
   client.on("error", () => {});
   await client.connect();
@@ -109,7 +113,7 @@ async function child(argv: readonly string[]): Promise<void> {
   const shared = sharedDownload(store, throttler, (url: string) => {
     waits.push(performance.now() - slotAt.get(url)!);
     return Promise.resolve(200);
-  });
+  }, { reuseLeases });
   const download: typeof shared = (url, context) => {
     slotAt.set(url, performance.now());
     return shared(url, context);
@@ -155,6 +159,7 @@ async function parent(argv: readonly string[]): Promise<void> {
   const scopes = Number(argValue(argv, "scopes") ?? 100);
   const perScope = Number(argValue(argv, "per-scope") ?? 2);
   const procs = (argValue(argv, "procs") ?? "1,2,4,8").split(",").map(Number);
+  const reuseLeases = argValue(argv, "reuse-leases") ?? "8";
   const admin = createClient({ socket: { host: "127.0.0.1", port: PORT } });
   await admin.connect();
   const rows: string[][] = [];
@@ -178,6 +183,8 @@ async function parent(argv: readonly string[]): Promise<void> {
           String(perScope),
           "--start",
           String(start),
+          "--reuse-leases",
+          reuseLeases,
         ])),
     );
     const keys = await admin.keys(`${prefix}*`);
@@ -205,7 +212,7 @@ async function parent(argv: readonly string[]): Promise<void> {
   console.log(
     `### Shared limits through Redis: ${
       fmtInt(requests)
-    } instant requests per process over ${scopes} scopes (${perScope} at once per scope, shared), concurrency 64 per process\n`,
+    } instant requests per process over ${scopes} scopes (${perScope} at once per scope, shared), concurrency 64 per process, reuseLeases ${reuseLeases}\n`,
   );
   console.log(markdownTable(
     [

@@ -20,6 +20,7 @@ import {
 } from "../lib/redis/redis_scopes.ts";
 import { sharedDownload, type SharedDownloadOptions } from "../lib/redis/shared_download.ts";
 import { createThrottler, type Throttler } from "../lib/throttler/throttler.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings/settings.ts";
 import type { Outcome } from "../lib/outcome.ts";
 import { backoffOn } from "../operators/backoff_on.ts";
 import { throttleByScope } from "../operators/throttle_by_scope.ts";
@@ -369,23 +370,84 @@ describe("sharedDownload() lease bookkeeping", () => {
 
 describe("sharedDownload() lines", () => {
   /** Four requests of one scope, all admitted locally, through a scripted store. */
-  function fourInLine() {
+  // The lines' own protocol: no lease kept for the next request (a download
+  // that answers at once gives its lease back in the turn the next of its
+  // line asks; see the reuseLeases tests below).
+  function fourInLine(
+    options: Omit<SharedDownloadOptions, "scheduler"> = { reuseLeases: 0 },
+    settings: ThrottlerSettingsInput = {},
+    count = 4,
+  ) {
     const scheduler = testScheduler();
     const { store, script } = scriptedStore();
     const throttler = createThrottler<string>(
-      { adaptive: false, concurrentRequestsPerDomain: 4, downloadDelayMs: 0 },
+      { adaptive: false, concurrentRequestsPerDomain: 4, downloadDelayMs: 0, ...settings },
       { scheduler },
     );
     const outcomes: Outcome<string, number>[] = [];
-    const subscription = from([1, 2, 3, 4].map((i) => `http://a.test/${i}`)).pipe(
+    const urls = Array.from({ length: count }, (_, i) => `http://a.test/${i + 1}`);
+    const subscription = from(urls).pipe(
       throttleByScope(
         throttler,
-        sharedDownload(store, throttler, () => of(200), { scheduler, pollMs: 60_000 }),
+        sharedDownload(store, throttler, () => of(200), { scheduler, pollMs: 60_000, ...options }),
       ),
     ).subscribe((o) => outcomes.push(o));
     onCleanup(() => subscription.unsubscribe());
     return { script, outcomes, subscription, throttler };
   }
+
+  it("sharedDownload() keeps a lease given back in the turn the next request of its scopes asks, up to reuseLeases in a row", async () => {
+    const { script, outcomes } = fourInLine(
+      { reuseLeases: 2 },
+      { concurrentRequestsPerDomain: 1 },
+      5,
+    );
+    await settle();
+    expect(script.acquires).toHaveLength(1);
+    script.grant(0);
+    await settle();
+    // The lease served the first request and the two after it, then went
+    // back: the fourth request asked for its own.
+    expect(outcomes).toHaveLength(3);
+    expect(script.acquires).toHaveLength(2);
+    expect(script.released.map((l) => l.id)).toEqual(["l0"]);
+    script.grant(1);
+    await settle();
+    expect(outcomes.map((o) => o.kind)).toEqual(Array(5).fill("response"));
+    expect(script.acquires).toHaveLength(2);
+    expect(script.released.map((l) => l.id)).toEqual(["l0", "l1"]);
+  });
+
+  it("sharedDownload() with reuseLeases 0 gives every lease back and asks for every request", async () => {
+    const { script, outcomes } = fourInLine(
+      { reuseLeases: 0 },
+      { concurrentRequestsPerDomain: 1 },
+      3,
+    );
+    for (let i = 0; i < 3; i++) {
+      await settle();
+      expect(script.acquires).toHaveLength(i + 1);
+      script.grant(i);
+    }
+    await settle();
+    expect(outcomes.map((o) => o.kind)).toEqual(Array(3).fill("response"));
+    expect(script.released.map((l) => l.id)).toEqual(["l0", "l1", "l2"]);
+  });
+
+  it("sharedDownload() keeps no lease for a scope with a quota: each grant is counted in Redis", async () => {
+    const { script, outcomes } = fourInLine({}, {
+      concurrentRequestsPerDomain: 1,
+      scopes: { "a.test": { quota: 100, windowMs: 60_000 } },
+    }, 3);
+    for (let i = 0; i < 3; i++) {
+      await settle();
+      expect(script.acquires).toHaveLength(i + 1);
+      script.grant(i);
+    }
+    await settle();
+    expect(outcomes.map((o) => o.kind)).toEqual(Array(3).fill("response"));
+    expect(script.released.map((l) => l.id)).toEqual(["l0", "l1", "l2"]);
+  });
 
   it("sharedDownload() has one request of a scope set ask Redis at a time, the others waiting in line", async () => {
     const { script, outcomes, throttler } = fourInLine();
@@ -882,5 +944,12 @@ describe("sharedDownload()", () => {
     expect(() =>
       sharedDownload(a!.store, createThrottler(), () => Promise.resolve(1), { pollMs: 0 })
     ).toThrow(/'pollMs' must be a finite number > 0: current value is 0/);
+    for (const reuseLeases of [-1, 1.5]) {
+      expect(() =>
+        sharedDownload(a!.store, createThrottler(), () => Promise.resolve(1), { reuseLeases })
+      ).toThrow(
+        new RegExp(`'reuseLeases' must be an integer >= 0: current value is ${reuseLeases}`),
+      );
+    }
   });
 });

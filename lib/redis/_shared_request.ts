@@ -108,10 +108,13 @@ export class SharedDownloads<R, T> {
    * acquires: a release made after the outcome was emitted still reaches
    * Redis before the acquire of the request that outcome let start, and after
    * the hold the outcome brought (shareBackoff publishes a hold at once,
-   * while the outcome is emitted).
+   * while the outcome is emitted). A release and an acquire of the same
+   * scopes in one turn may meet here instead (`reuseLeases`).
    */
-  #releases: ScopeLease[] = [];
-  #acquires: SharedRequest<R, T>[] = [];
+  #releases: (ScopeLease | undefined)[] = [];
+  /** How many requests each lease has served after the one it was granted to. */
+  readonly #reused = new WeakMap<ScopeLease, number>();
+  #acquires: (SharedRequest<R, T> | undefined)[] = [];
   #posted = false;
 
   constructor(
@@ -125,6 +128,8 @@ export class SharedDownloads<R, T> {
     readonly pollMs: number,
     readonly scheduler: SchedulerLike,
     readonly onError: (error: RedisScopesError) => void,
+    /** See `SharedDownloadOptions.reuseLeases`. */
+    readonly reuseLeases: number,
   ) {
     this.patienceMs = pollMs + PATIENCE_MARGIN_MS;
     this.askOptions = { patienceMs: this.patienceMs };
@@ -343,8 +348,48 @@ export class SharedDownloads<R, T> {
     const acquires = this.#acquires;
     this.#releases = [];
     this.#acquires = [];
-    for (const lease of releases) this.#release(lease);
-    for (const request of acquires) request.send();
+    if (this.reuseLeases > 0 && releases.length > 0 && acquires.length > 0) {
+      this.#reuse(releases, acquires);
+    }
+    for (const lease of releases) if (lease !== undefined) this.#release(lease);
+    for (const request of acquires) if (request !== undefined) request.send();
+  }
+
+  /**
+   * A lease given back in the turn a request of the same scopes asks keeps
+   * its slot for that request, up to `reuseLeases` times in a row, where no
+   * scope has a delay or a quota (a grant would have nothing to wait for and
+   * nothing to count): no release, no acquire, no hand-over between
+   * processes. Each lease so kept and each request so started leave the
+   * lists (`undefined`).
+   */
+  #reuse(
+    releases: (ScopeLease | undefined)[],
+    acquires: (SharedRequest<R, T> | undefined)[],
+  ): void {
+    let byKey: Map<string, number[]> | undefined;
+    for (let i = 0; i < releases.length; i++) {
+      const lease = releases[i]!;
+      if ((this.#reused.get(lease) ?? 0) >= this.reuseLeases) continue;
+      const names = lease.scopes;
+      const key = names.length === 1 ? names[0]! : JSON.stringify(names);
+      byKey ??= new Map();
+      const list = byKey.get(key);
+      if (list === undefined) byKey.set(key, [i]);
+      else list.push(i);
+    }
+    if (byKey === undefined) return;
+    for (let j = 0; j < acquires.length; j++) {
+      const request = acquires[j]!;
+      const list = byKey.get(request.key);
+      if (list === undefined || list.length === 0 || !request.reusable()) continue;
+      const i = list.shift()!;
+      const lease = releases[i]!;
+      releases[i] = undefined;
+      acquires[j] = undefined;
+      this.#reused.set(lease, (this.#reused.get(lease) ?? 0) + 1);
+      request.reuse(lease);
+    }
   }
 
   #release(lease: ScopeLease): void {
@@ -444,7 +489,8 @@ export class SharedRequest<R, T> {
   readonly #context: DownloadContext;
   readonly #subscriber: Subscriber<T>;
   readonly #names: readonly string[];
-  readonly #key: string;
+  /** Its scope set as one string: its line's key. */
+  readonly key: string;
   /** The request's quota amounts (see `amountsOf`). */
   #amounts: Amounts;
   /** Waiting in its line (not asking yet). */
@@ -495,7 +541,7 @@ export class SharedRequest<R, T> {
     this.#subscriber = subscriber;
     const names = context.scopes;
     this.#names = names;
-    this.#key = names.length === 1 ? names[0]! : JSON.stringify(names);
+    this.key = names.length === 1 ? names[0]! : JSON.stringify(names);
     const found = shared.amountsOf(request, names);
     if (found !== undefined && typeof (found as PromiseLike<Amounts>).then === "function") {
       // Scopes that resolve later (a per-IP scope): join the line once known.
@@ -512,9 +558,9 @@ export class SharedRequest<R, T> {
 
   #join(): void {
     const lines = this.#shared.lines;
-    const line = lines.get(this.#key);
+    const line = lines.get(this.key);
     if (line === undefined) {
-      lines.set(this.#key, new Set());
+      lines.set(this.key, new Set());
       this.#asking = true;
       this.#attempt();
       return;
@@ -560,11 +606,11 @@ export class SharedRequest<R, T> {
    */
   #passOn(queued = false, parked?: string): void {
     const lines = this.#shared.lines;
-    const line = this.#asking ? lines.get(this.#key) : undefined;
+    const line = this.#asking ? lines.get(this.key) : undefined;
     this.#asking = false;
     const next = line?.values().next();
     if (next === undefined || next.done === true) {
-      if (line !== undefined) lines.delete(this.#key);
+      if (line !== undefined) lines.delete(this.key);
       if (parked !== undefined) this.#shared.giveUp(parked, this.#names[0]!);
       return;
     }
@@ -591,6 +637,41 @@ export class SharedRequest<R, T> {
     this.#shared.giveUp(parked, this.#names[0]!);
   }
 
+  /**
+   * Whether its acquire, in the outbox, may take a lease this process gives
+   * back in the same turn instead (see `SharedDownloads.reuseLeases`): no
+   * parked ask, no quota amount, and none of its scopes with a delay, a
+   * hold or a quota now (a grant would have had something to wait for or to
+   * count).
+   */
+  reusable(): boolean {
+    if (!this.#pending || this.#closed || this.#parked !== undefined) return false;
+    const amounts = this.#amounts;
+    if (amounts !== undefined && amounts.some((a) => a !== undefined && a > 0)) return false;
+    const throttler = this.#shared.throttler;
+    const now = this.#shared.scheduler.now();
+    for (const scope of this.#names) {
+      const state = throttler.state(scope);
+      if (state === undefined) {
+        const config = throttler.scopeConfig(scope);
+        if (config.delayMs > 0 || config.quota !== undefined) return false;
+      } else if (state.delayMs > 0 || state.holdUntil > now || state.quota !== undefined) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** Start on a lease given back in this turn (its acquire is not sent): as on a grant. */
+  reuse(lease: ScopeLease): void {
+    this.#posted = false;
+    this.#cancel();
+    this.#lease = lease;
+    this.#grantedId = lease.id;
+    this.#passOn();
+    this.#start();
+  }
+
   /** A release took the lease for its parked ask in Redis: start, as on a grant. */
   handed(handed: HandedLease): void {
     this.#parked = undefined;
@@ -611,8 +692,8 @@ export class SharedRequest<R, T> {
     if (!this.#asking) return;
     this.#asking = false;
     const lines = this.#shared.lines;
-    const line = lines.get(this.#key);
-    lines.delete(this.#key);
+    const line = lines.get(this.key);
+    lines.delete(this.key);
     for (const waiting of [...(line ?? [])]) waiting.fail(error);
   }
 
@@ -681,7 +762,7 @@ export class SharedRequest<R, T> {
     shared.waitRelease(this, names);
     let answer: Promise<AcquireResult>;
     try {
-      const line = shared.lines.get(this.#key);
+      const line = shared.lines.get(this.key);
       const more = line !== undefined && line.size > 0;
       let options = more ? shared.askMoreOptions : shared.askOptions;
       if (shared.parking && names.length === 1) {
@@ -885,7 +966,7 @@ export class SharedRequest<R, T> {
 
   teardown(): void {
     this.#closed = true;
-    if (this.#inLine) this.#shared.lines.get(this.#key)?.delete(this);
+    if (this.#inLine) this.#shared.lines.get(this.key)?.delete(this);
     this.#inLine = false;
     this.#unpark();
     this.#passOn();
