@@ -418,26 +418,14 @@ describe("sharedDownload() lines", () => {
     expect(script.released.map((l) => l.id)).toEqual(["l0", "l1"]);
   });
 
-  it("sharedDownload() with reuseLeases 0 gives every lease back and asks for every request", async () => {
-    const { script, outcomes } = fourInLine(
-      { reuseLeases: 0 },
-      { concurrentRequestsPerDomain: 1 },
-      3,
-    );
-    for (let i = 0; i < 3; i++) {
-      await settle();
-      expect(script.acquires).toHaveLength(i + 1);
-      script.grant(i);
-    }
-    await settle();
-    expect(outcomes.map((o) => o.kind)).toEqual(Array(3).fill("response"));
-    expect(script.released.map((l) => l.id)).toEqual(["l0", "l1", "l2"]);
-  });
-
-  it("sharedDownload() keeps no lease for a scope with a quota: each grant is counted in Redis", async () => {
-    const { script, outcomes } = fourInLine({}, {
+  /** Three requests one at a time, each granted when it asks: every lease given back. */
+  async function expectEveryLeaseAskedAndGivenBack(
+    options: Omit<SharedDownloadOptions, "scheduler">,
+    settings: ThrottlerSettingsInput,
+  ): Promise<void> {
+    const { script, outcomes } = fourInLine(options, {
       concurrentRequestsPerDomain: 1,
-      scopes: { "a.test": { quota: 100, windowMs: 60_000 } },
+      ...settings,
     }, 3);
     for (let i = 0; i < 3; i++) {
       await settle();
@@ -447,6 +435,16 @@ describe("sharedDownload() lines", () => {
     await settle();
     expect(outcomes.map((o) => o.kind)).toEqual(Array(3).fill("response"));
     expect(script.released.map((l) => l.id)).toEqual(["l0", "l1", "l2"]);
+  }
+
+  it("sharedDownload() with reuseLeases 0 gives every lease back and asks for every request", async () => {
+    await expectEveryLeaseAskedAndGivenBack({ reuseLeases: 0 }, {});
+  });
+
+  it("sharedDownload() keeps no lease for a scope with a quota: each grant is counted in Redis", async () => {
+    await expectEveryLeaseAskedAndGivenBack({}, {
+      scopes: { "a.test": { quota: 100, windowMs: 60_000 } },
+    });
   });
 
   it("sharedDownload() has one request of a scope set ask Redis at a time, the others waiting in line", async () => {
