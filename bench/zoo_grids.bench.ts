@@ -35,6 +35,12 @@
  * Each of the five runs seeds 1 and 2 (latencies vary ± 30%, arrivals up to
  * 3 ms late).
  *
+ * And `ten-line` (eleventh session): the README's ten-line pipeline (4 at
+ * once per site, a 100 ms floor) against issue 11's "5/s limit that answers
+ * 429 with Retry-After": a strict spacer, a bucket of 5, fixed and sliding
+ * windows of 5 per second, at 5, 20 and 100 ms, `Retry-After: 2` on every
+ * refusal or the limiter's own wait, 100 and 200 pages, seeds 1-3.
+ *
  * Per grid and mode: mean efficiency, crawls that miss the issue's targets
  * (efficiency under 0.8, at most 5% refused: the defaults' targets, used for
  * both modes here) and the mean refused share; `--list` prints the misses.
@@ -49,6 +55,7 @@
 import { describeLimiter, type ZooSiteSpec } from "../lib/sim/zoo.ts";
 import { runZooCrawl } from "../lib/sim/zoo_crawl.ts";
 import { argValue, isMain, markdownTable } from "./_harness.ts";
+import type { ThrottlerSettingsInput } from "../lib/settings/settings.ts";
 
 /** One crawl of a grid. */
 interface Cell {
@@ -56,6 +63,8 @@ interface Cell {
   readonly pages: number;
   readonly seed: number;
   readonly jitterMs: number;
+  /** Throttler settings besides `retry` (a grid of one configuration). */
+  readonly settings?: ThrottlerSettingsInput;
 }
 
 type Limiter = ZooSiteSpec["limiter"];
@@ -243,6 +252,39 @@ function highLatencyGrid(): Cell[] {
   return cells;
 }
 
+/** The README's ten-line pipeline: 4 at once per site, a 100 ms floor. */
+const TEN_LINE: ThrottlerSettingsInput = { concurrentRequestsPerDomain: 4, downloadDelayMs: 100 };
+
+/**
+ * Issue 11's "README's ten-line pipeline at 0.8 of a 5/s limit that answers
+ * 429 with Retry-After": 5/s as a strict spacer, a bucket of 5, fixed and
+ * sliding windows of 5 per second, at 5, 20 and 100 ms ± 30%, `Retry-After`
+ * of 2 s on every refusal or the limiter's own wait in seconds, 100 and 200
+ * pages, seeds 1-3, with the pipeline's settings.
+ */
+function tenLineGrid(): Cell[] {
+  const limiters: Limiter[] = [
+    { shape: "token-bucket", ratePerSec: 5, burst: 1 },
+    { shape: "token-bucket", ratePerSec: 5, burst: 5 },
+    { shape: "fixed-window", quota: 5, windowMs: 1000 },
+    { shape: "sliding-window", quota: 5, windowMs: 1000 },
+  ];
+  const cells: Cell[] = [];
+  for (const limiter of limiters) {
+    for (const latency of [5, 20, 100]) {
+      for (const retryAfter of [2, "seconds"] as const) {
+        for (const pages of [100, 200]) {
+          for (const seed of [1, 2, 3]) {
+            const s = site(limiter, latency, 0.3, 429, retryAfter);
+            cells.push({ site: s, pages, seed, jitterMs: 3, settings: TEN_LINE });
+          }
+        }
+      }
+    }
+  }
+  return cells;
+}
+
 const GRIDS: Record<string, () => Cell[]> = {
   caps: capsGrid,
   long: longGrid,
@@ -252,6 +294,7 @@ const GRIDS: Record<string, () => Cell[]> = {
   "told-on-refusals": toldOnRefusalsGrid,
   minute: minuteGrid,
   "slow-api": slowApiGrid,
+  "ten-line": tenLineGrid,
 };
 
 /** The grids run when `--grids` is not given. */
@@ -286,7 +329,7 @@ export function main(argv: readonly string[]): string {
           seed: cell.seed,
           rampup,
           outboundJitterMs: cell.jitterMs,
-          settings: { retry: { times: 10 } },
+          settings: { ...cell.settings, retry: { times: 10 } },
         });
         const share = r.refused / r.requests;
         sum += r.efficiency;
