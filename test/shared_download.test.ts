@@ -418,6 +418,44 @@ describe("sharedDownload() lines", () => {
     expect(script.released.map((l) => l.id)).toEqual(["l0", "l1"]);
   });
 
+  it("sharedDownload() keeps no lease a renewal found expired: the next request asks Redis", async () => {
+    const scheduler = testScheduler();
+    const { store, script } = scriptedStore(); // leases of 300 ms, renewed every 100 ms
+    const throttler = createThrottler<string>(
+      { adaptive: false, concurrentRequestsPerDomain: 1, downloadDelayMs: 0 },
+      { scheduler },
+    );
+    const first = new Subject<number>();
+    const outcomes: Outcome<string, number>[] = [];
+    const subscription = from(["http://a.test/1", "http://a.test/2"]).pipe(
+      throttleByScope(
+        throttler,
+        sharedDownload(
+          store,
+          throttler,
+          (url) => (url.endsWith("/1") ? first : of(200)),
+          { scheduler, pollMs: 60_000, onError: () => {} },
+        ),
+      ),
+    ).subscribe((o) => outcomes.push(o));
+    onCleanup(() => subscription.unsubscribe());
+    await settle();
+    script.grant(0);
+    await settle();
+    script.renew = () => Promise.resolve(false); // the stall outlived the lease
+    scheduler.maxFrames = 100;
+    scheduler.flush();
+    await settle();
+    first.next(200);
+    first.complete();
+    await settle();
+    expect(script.released.map((l) => l.id)).toEqual(["l0"]);
+    expect(script.acquires).toHaveLength(2);
+    script.grant(1);
+    await settle();
+    expect(outcomes.map((o) => o.kind)).toEqual(["response", "response"]);
+  });
+
   /** Three requests one at a time, each granted when it asks: every lease given back. */
   async function expectEveryLeaseAskedAndGivenBack(
     options: Omit<SharedDownloadOptions, "scheduler">,

@@ -358,9 +358,10 @@ export class SharedDownloads<R, T> {
   /**
    * A lease given back in the turn a request of the same scopes asks keeps
    * its slot for that request, up to `reuseLeases` times in a row, where no
-   * scope has a delay or a quota (a grant would have nothing to wait for and
-   * nothing to count): no release, no acquire, no hand-over between
-   * processes. Each lease so kept and each request so started leave the
+   * scope has a delay, a hold or a quota (a grant would have nothing to wait
+   * for and nothing to count; see `SharedRequest.reusable`): no release, no
+   * acquire, no hand-over between processes. A lease a renewal found expired
+   * is not kept. Each lease so kept and each request so started leave the
    * lists (`undefined`).
    */
   #reuse(
@@ -390,6 +391,11 @@ export class SharedDownloads<R, T> {
       this.#reused.set(lease, (this.#reused.get(lease) ?? 0) + 1);
       request.reuse(lease);
     }
+  }
+
+  /** A renewal found `lease` expired: its slot may be another's, so it is not kept for a next request. */
+  expired(lease: ScopeLease): void {
+    this.#reused.set(lease, Infinity);
   }
 
   #release(lease: ScopeLease): void {
@@ -943,6 +949,7 @@ export class SharedRequest<R, T> {
         // Expired (a stall longer than leaseMs): its slots may already be
         // someone else's. The download goes on; say so once.
         shared.unhold(this);
+        shared.expired(held);
         shared.onError(
           new RedisScopesError(
             `Cannot renew for scopes ${

@@ -50,7 +50,8 @@ export interface SharedDownloadOptions {
    * granted to: a lease given back in the event-loop turn in which a request
    * of the same scopes asks for one is kept for that request (no release, no
    * acquire, no hand-over to another process), where no scope of it has a
-   * delay and the request no quota amount. Other processes waiting for the
+   * delay, a hold or a quota and the request no quota amount (a lease a
+   * renewal found expired is never kept). Other processes waiting for the
    * scope get its slot at the end of such a run: turns between processes are
    * up to this many requests long. 0 gives every lease back.
    * @default 8
