@@ -17,6 +17,11 @@ import {
 import { SharedDownloads, SharedRequest } from "./_shared_request.ts";
 /** What the wrapped download is given: the gate's context and the cluster lease it holds. */
 export interface SharedDownloadContext extends DownloadContext {
+  /**
+   * The lease: its own grant, or one kept from a request of the same scopes
+   * that answered in the same turn (`reuseLeases`: the same id and
+   * `grantedAt`).
+   */
   readonly lease: ScopeLease;
 }
 
