@@ -372,8 +372,7 @@ export class SharedDownloads<R, T> {
     for (let i = 0; i < releases.length; i++) {
       const lease = releases[i]!;
       if ((this.#reused.get(lease) ?? 0) >= this.reuseLeases) continue;
-      const names = lease.scopes;
-      const key = names.length === 1 ? names[0]! : JSON.stringify(names);
+      const key = scopeSetKey(lease.scopes);
       byKey ??= new Map();
       const list = byKey.get(key);
       if (list === undefined) byKey.set(key, [i]);
@@ -433,6 +432,11 @@ export class SharedDownloads<R, T> {
 }
 
 type Amounts = readonly (number | undefined)[] | undefined;
+
+/** A scope set as one string: a line's key, and a kept lease's. */
+function scopeSetKey(names: readonly string[]): string {
+  return names.length === 1 ? names[0]! : JSON.stringify(names);
+}
 
 /**
  * The most ids `SharedDownloads` keeps of hand-overs not claimed yet or asks
@@ -547,7 +551,7 @@ export class SharedRequest<R, T> {
     this.#subscriber = subscriber;
     const names = context.scopes;
     this.#names = names;
-    this.key = names.length === 1 ? names[0]! : JSON.stringify(names);
+    this.key = scopeSetKey(names);
     const found = shared.amountsOf(request, names);
     if (found !== undefined && typeof (found as PromiseLike<Amounts>).then === "function") {
       // Scopes that resolve later (a per-IP scope): join the line once known.
