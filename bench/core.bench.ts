@@ -20,7 +20,7 @@ import Bottleneck from "bottleneck";
 import pLimit from "p-limit";
 import PQueue from "p-queue";
 import { from, groupBy, mergeMap, Observable, type OperatorFunction } from "rxjs";
-import { createThrottler, throttleByScope } from "../mod.ts";
+import { createThrottler, preciseScheduler, throttleByScope } from "../mod.ts";
 import {
   argValue,
   fmtFixed,
@@ -56,20 +56,59 @@ function download(request: BenchRequest): Promise<number> {
   return Promise.resolve(request.id);
 }
 
-/** The floor of issue 14: `download` per request, at most `perKey` at once per scope. */
-function semaphoreByKey(perKey: number): OperatorFunction<BenchRequest, number> {
+/** One key of the semaphore: in flight, waiting, and the scope list an outcome names. */
+interface SemaphoreKey {
+  active: number;
+  readonly waiting: BenchRequest[];
+  head: number;
+  readonly scopes: readonly string[];
+}
+
+/** What the timed floor emits: the fields every outcome of the gate carries. */
+interface BareOutcome {
+  readonly kind: "response";
+  readonly request: BenchRequest;
+  readonly response: number;
+  readonly scopes: readonly string[];
+  readonly attempt: number;
+  readonly sentAt: number;
+  readonly latencyMs: number;
+}
+
+/**
+ * The floor of issue 14: `download` per request, at most `perKey` at once per
+ * scope. `timed`: each answer comes out as an outcome with the send time and
+ * the latency read from the gate's default clock, the least any outcome of
+ * the gate carries (two clock readings and an object per request).
+ */
+function semaphoreByKey(perKey: number, timed: true): OperatorFunction<BenchRequest, BareOutcome>;
+function semaphoreByKey(perKey: number, timed?: false): OperatorFunction<BenchRequest, number>;
+function semaphoreByKey(
+  perKey: number,
+  timed = false,
+): OperatorFunction<BenchRequest, number | BareOutcome> {
   return (source) =>
-    new Observable<number>((subscriber) => {
-      const keys = new Map<string, { active: number; waiting: BenchRequest[]; head: number }>();
+    new Observable<number | BareOutcome>((subscriber) => {
+      const keys = new Map<string, SemaphoreKey>();
       let open = 0;
       let sourceDone = false;
-      const start = (
-        r: BenchRequest,
-        key: { active: number; waiting: BenchRequest[]; head: number },
-      ) => {
+      const start = (r: BenchRequest, key: SemaphoreKey) => {
         key.active++;
+        const sentAt = timed ? preciseScheduler.now() : 0;
         download(r).then((v) => {
-          subscriber.next(v);
+          subscriber.next(
+            timed
+              ? {
+                kind: "response",
+                request: r,
+                response: v,
+                scopes: key.scopes,
+                attempt: 1,
+                sentAt,
+                latencyMs: preciseScheduler.now() - sentAt,
+              }
+              : v,
+          );
           key.active--;
           open--;
           if (key.head < key.waiting.length) start(key.waiting[key.head++]!, key);
@@ -80,7 +119,9 @@ function semaphoreByKey(perKey: number): OperatorFunction<BenchRequest, number> 
         next: (r) => {
           open++;
           let key = keys.get(r.scope);
-          if (key === undefined) keys.set(r.scope, key = { active: 0, waiting: [], head: 0 });
+          if (key === undefined) {
+            keys.set(r.scope, key = { active: 0, waiting: [], head: 0, scopes: [r.scope] });
+          }
           if (key.active < perKey) start(r, key);
           else key.waiting.push(r);
         },
@@ -136,6 +177,21 @@ const CONTENDERS: Record<string, { run: Contender; scale: number; label: string 
       new Promise((done, fail) => {
         from(requests).pipe(semaphoreByKey(perScope)).subscribe({
           next: sink,
+          error: fail,
+          complete: () => done(),
+        });
+      }),
+  },
+  "semaphore-timed": {
+    // The same semaphore emitting what every outcome of the gate carries
+    // (sentAt and latencyMs from the gate's default clock): the most a gate
+    // with those outcomes could reach, throttling features aside.
+    label: "the same semaphore, emitting outcomes with send time and latency (floor)",
+    scale: 1,
+    run: (requests, sink, perScope) =>
+      new Promise((done, fail) => {
+        from(requests).pipe(semaphoreByKey(perScope, true)).subscribe({
+          next: (outcome) => sink(outcome.response),
           error: fail,
           complete: () => done(),
         });
@@ -411,6 +467,7 @@ async function parent(argv: readonly string[]): Promise<void> {
   const rx = results.get("rxjs");
   const pq = results.get("p-queue");
   const sem = results.get("semaphore");
+  const semTimed = results.get("semaphore-timed");
   if (tbs !== undefined && rx !== undefined && pq !== undefined) {
     // Ratios are paired per repetition (the contenders of one repetition ran
     // back to back), then the median is taken: steadier on a shared machine.
@@ -424,6 +481,10 @@ async function parent(argv: readonly string[]): Promise<void> {
     const speedSem = sem === undefined ? undefined : paired(tbs, sem, (r) => r.perSecond);
     const cpuSem = sem === undefined ? undefined : paired(tbs, sem, (r) => r.perCpuSecond);
     const steadySem = sem === undefined ? undefined : paired(tbs, sem, (r) => r.perCpuSecondSteady);
+    const timedSem = semTimed === undefined ? undefined : paired(tbs, semTimed, (r) => r.perSecond);
+    const floorSem = sem === undefined || semTimed === undefined
+      ? undefined
+      : paired(semTimed, sem, (r) => r.perSecond);
     const heapRx = paired(tbs, rx, (r) => r.peakLive);
     const heapRxSampled = paired(tbs, rx, (r) => r.peakSampled);
     const ok = (b: boolean) => (b ? "met" : "**missed**");
@@ -443,6 +504,16 @@ async function parent(argv: readonly string[]): Promise<void> {
         "the same in steady state (per CPU second)",
         `${fmtFixed(steadySem!)}x`,
         ok(steadySem! >= 0.6),
+      ]]),
+      ...(timedSem === undefined ? [] : [[
+        "(no target) throttleByScope against the semaphore emitting timed outcomes",
+        `${fmtFixed(timedSem)}x`,
+        "-",
+      ]]),
+      ...(floorSem === undefined ? [] : [[
+        "(no target) the semaphore emitting timed outcomes against the bare semaphore",
+        `${fmtFixed(floorSem)}x`,
+        "-",
       ]]),
       [
         "throttleByScope peak live heap ≤ 1.5x bare RxJS",
