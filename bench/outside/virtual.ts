@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { from, type Observable, VirtualTimeScheduler } from "rxjs";
+import { from, type Observable, type SchedulerLike, VirtualTimeScheduler } from "rxjs";
 import { createStatsRecorder } from "../../lib/demo/_limiters.ts";
 import type { ThrottleEvent } from "../../lib/events.ts";
 import { type VirtualAnswer, virtualDownload } from "../../lib/sim/_virtual_download.ts";
@@ -125,8 +125,14 @@ export function crawlVirtual(
     };
     return { status: 200, headers, latencyMs: took, release };
   };
+  // The throttler reads the wall clock as the real one does (epoch ms): a
+  // window aligned to the clock is aligned to the crawler's clock too.
+  const clock: SchedulerLike = {
+    now: () => epoch + scheduler.now(),
+    schedule: scheduler.schedule.bind(scheduler) as SchedulerLike["schedule"],
+  };
   const throttler = createThrottler(options.settings ?? {}, {
-    scheduler,
+    scheduler: clock,
     random: seededRandom(seed + 3),
   });
   const events: ThrottleEvent[] = [];
