@@ -146,6 +146,20 @@ export const ROUND_TRIPS = 3;
 const FIRST_PROBE_MS = 250;
 /** Each further probe in the block waits this much longer. */
 const PROBE_GROWTH = 1.5;
+/** Window lengths people configure, in ms: a block's probes go just after their resets. */
+const ROUND_WINDOWS_MS = [1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600].map((s) =>
+  s * 1000
+);
+/** How far after a round reset its probe goes (the site's clock and the way there). */
+const RESET_MARGIN_MS = 20;
+/** A round reset is waited for when it comes within this many of the probe's own wait. */
+const ROUND_RESET_REACH = 3;
+/**
+ * A block this long that ended at a round reset, then one admit and a
+ * refusal: a sliding-window counter (paced at the window's rate), not a slow
+ * bucket's refill, which a block of a second or a few tells just as well.
+ */
+const COUNTER_MIN_WINDOW_MS = 2_000;
 /** Weight of the newest latency in the moving average. */
 export const LATENCY_WEIGHT = 0.2;
 /**
@@ -438,6 +452,7 @@ export class RampupController {
       if (before.admits > 0 && Number.isFinite(before.firstSentAt)) {
         this.#firstSendAt = before.firstSentAt;
         this.#periodStart = before.firstSentAt;
+        this.#periodAnchor = before.firstSentAt;
         this.#periodAdmits = before.admits;
         this.#admitsBefore = before.admits;
       }
@@ -474,6 +489,7 @@ export class RampupController {
     if (Number.isNaN(this.#firstSendAt)) {
       this.#firstSendAt = now;
       this.#periodStart = now;
+      this.#periodAnchor = now;
       // Holds before the first send (the first refusal's, when it came
       // before any admit) are not time since it.
       this.#heldBeforeFirstSend = this.#allHeldMs;
@@ -1187,14 +1203,25 @@ export class RampupController {
       // with the one token it refilled. What it admitted since its first
       // refusal is its rate (a bucket of 38 at 2/s read as a window of 32/s
       // took another block of refusals to find it).
+      const windowRate = this.#windowRate;
       this.#windowRate = 0;
       const since = Math.max(1, sentAt - this.#episodeStart);
       next = Math.min(pace * CUT_FACTOR, (Math.max(1, this.#episodeAdmits) * 1000) / since);
+      // After a block of COUNTER_MIN_WINDOW_MS or more that ended at a round
+      // reset: a sliding-window counter (its block lasts until its window
+      // rolls over, then its previous window's weight frees room at the
+      // window's rate) admits about the window's rate, not one admit over
+      // the whole block (a counter of 300 per minute read so at 0.02/s).
+      const counter = this.#roundPeriodMs >= COUNTER_MIN_WINDOW_MS;
+      if (counter) {
+        next = Math.min(pace * CUT_FACTOR, Math.max(next, ESTIMATE_SHARE * windowRate));
+      }
       // Read from one admit, the rate is the block's length, and says as
       // little of a sliding-window counter's rate (its block lasts until its
       // window rolls over) as of a slow bucket's: climb from it (see
       // `#fromBlock`). Read from two, twice it bounds the search.
-      if (this.#episodeAdmits <= 1) oneAdmit = true;
+      if (counter) this.#guessHi(windowRate);
+      else if (this.#episodeAdmits <= 1) oneAdmit = true;
       else this.#guessHi(2 * next);
       why = `refused at ${
         fmt(pace)
@@ -1404,6 +1431,7 @@ export class RampupController {
     if (refuted > this.rate) this.#fromBlock(refuted);
     else if (oneAdmit) this.#fromBlock(Infinity);
     this.#blockStart = now;
+    this.#blockFrom = this.#lastRefusedAt;
     this.#refusedAfterHold = false;
     // The trigger's own hold (told just before it) holds the block too.
     this.#blockHeld = this.#heldUntil > now;
@@ -1482,8 +1510,16 @@ export class RampupController {
     // waits grow 1.5 times a probe, and a block of a minute or an hour
     // (a window without Retry-After) held the scope for many minutes
     // between two probes, longer than any setting allowed.
-    const wait = Math.min(this.#probeMs, this.limits.maxDelayMs);
+    let wait = Math.min(this.#probeMs, this.limits.maxDelayMs);
     this.#probeMs *= PROBE_GROWTH;
+    // Windows are mostly of round lengths: a probe just after the next
+    // round reset no probe has refuted, where it comes soon enough, finds
+    // the window's end with fewer refusals than the growing waits (a fixed
+    // window of 10 per 2 s: refused at 250, 625 and 1,188 ms into its
+    // block, now at 1 s only).
+    const reset = this.#roundReset(now, wait);
+    this.#probeReset = reset ?? Number.NaN;
+    if (reset !== undefined) wait = Math.max(1, reset + RESET_MARGIN_MS - now);
     const until = now + wait;
     if (until > this.holdUntil) this.holdUntil = until;
     const from = Math.max(now, this.#heldUntil);
@@ -1491,12 +1527,47 @@ export class RampupController {
     return wait;
   }
 
+  /**
+   * The earliest reset of a window of a round length (ROUND_WINDOWS_MS),
+   * counted from the period's first send or aligned to the clock, that no
+   * refused probe went after, if it comes within ROUND_RESET_REACH waits.
+   */
+  #roundReset(now: number, wait: number): number | undefined {
+    const anchor = this.#periodAnchor;
+    const from = this.#blockFrom;
+    const refuted = Number.isNaN(this.#lastRefusedAt) ? -Infinity : this.#lastRefusedAt;
+    // Not past, and no later than a few waits or the longest a probe may
+    // wait (backoff.maxDelayMs).
+    const reach = Math.min(now + ROUND_RESET_REACH * wait, now + this.limits.maxDelayMs);
+    let best = Infinity;
+    for (const w of ROUND_WINDOWS_MS) {
+      const first = Number.isNaN(anchor) ? Infinity : anchor + w;
+      const clock = Number.isNaN(from) ? Infinity : Math.floor(from / w) * w + w;
+      for (const r of [first, clock]) {
+        const at = r + RESET_MARGIN_MS;
+        if (at <= refuted || at < now || at > reach) continue;
+        if (r < best) best = r;
+      }
+    }
+    return best === Infinity ? undefined : best;
+  }
+
+  /** When the current period (a window's) began: its first send. */
+  #periodAnchor = Number.NaN;
+  /** The send of the refusal that began the current block. */
+  #blockFrom = Number.NaN;
+  /** The window the last block told, when it ended at a round reset (0: none). */
+  #roundPeriodMs = 0;
+  /** The round reset the block's next probe goes after (NaN: none). */
+  #probeReset = Number.NaN;
+
   /** See the caller in `onTrigger`: a block from the cap's cut on, probed at growing waits. */
   #loneRefused(now: number, knobs: RampKnobs): string {
     const start = this.#lastCutAt;
     this.rate = this.#clampRate((this.#firstAdmits * 1000) / this.#firstSpanMs);
     this.#cut(now, true);
     this.#blockStart = start;
+    this.#blockFrom = this.#lastRefusedAt;
     this.#refusedAfterHold = false;
     this.#blockHeld = this.#heldUntil > now;
     this.#probeMs = Math.max(FIRST_PROBE_MS, 2 * (this.#latencyMs || 0));
@@ -1841,6 +1912,7 @@ export class RampupController {
 
   /** The first admit after a block: a window when the block was long. */
   #endBlock(now: number, sentAt: number): void {
+    this.#roundPeriodMs = 0;
     const start = this.#blockStart;
     const serverHeld = this.#blockHeld;
     // A probe refused after a hold had ended: the reset lies between it and
@@ -1861,11 +1933,32 @@ export class RampupController {
       // The window reset between the last refused probe and this admitted
       // one: half way is the best guess (the admitted probe alone is late by
       // up to the probe's interval).
+      // Or, when the admitted probe went after a round reset, that reset
+      // (the site's window is most likely that round length), and the
+      // margin the probe went after it: a sliding log frees each slot a
+      // window after it was taken, and bursts a window apart to the
+      // millisecond meet slots a network's jitter has not freed yet.
+      const round = !Number.isNaN(this.#probeReset) && sentAt >= this.#probeReset;
       const reset = Math.max(
         this.#periodStart + 1,
-        Number.isNaN(this.#lastRefusedAt) ? sentAt : (this.#lastRefusedAt + sentAt) / 2,
+        round
+          ? this.#probeReset
+          : Number.isNaN(this.#lastRefusedAt)
+          ? sentAt
+          : (this.#lastRefusedAt + sentAt) / 2,
       );
-      const period = reset - this.#periodStart;
+      const period = reset - this.#periodStart + (round ? RESET_MARGIN_MS : 0);
+      this.#roundPeriodMs = round ? period : 0;
+      // What the site admits from the reset on is the rate a refusal next
+      // is read against (a sliding-window counter met half way through its
+      // minute, its first boundary read as a window of 30 s: the rate
+      // admitted since the first refusal, 26 s of block in it, was 0.26/s).
+      if (round && period >= COUNTER_MIN_WINDOW_MS) {
+        this.#episodeStart = sentAt;
+        this.#episodeAdmits = 1;
+        this.#heldMs = 0;
+        this.#episodeHolds = 0;
+      }
       const est = ((this.#periodAdmits - 1) * 1000) / period;
       // Room above it for the guess's error.
       this.#hi = est * WINDOW_HEADROOM;
@@ -1940,6 +2033,8 @@ export class RampupController {
       }
     }
     this.#periodStart = now;
+    this.#periodAnchor = sentAt;
+    this.#probeReset = Number.NaN;
     this.#periodAdmits = 1;
     // Back from one probe at a time to what the pace needs.
     this.#needsApply = true;
