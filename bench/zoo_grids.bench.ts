@@ -41,6 +41,13 @@
  * windows of 5 per second, at 5, 20 and 100 ms, `Retry-After: 2` on every
  * refusal or the limiter's own wait, 100 and 200 pages, seeds 1-3.
  *
+ * And `windows` (twelfth session): fixed windows, sliding logs and
+ * sliding-window counters of 2-20/s over windows of 1, 2, 5, 10, 30 and 60 s
+ * (the counters met at four points of their window: a quarter, half, four
+ * fifths in, or at its start), at 20 and 150 ms ± 30%, 429 without
+ * `Retry-After`, four windows' worth of pages (200-1,500), seed 1: windows
+ * without headers, found only by probing their blocks of refusals.
+ *
  * Per grid and mode: mean efficiency, crawls that miss the issue's targets
  * (efficiency under 0.8, at most 5% refused: the defaults' targets, used for
  * both modes here) and the mean refused share; `--list` prints the misses.
@@ -285,6 +292,34 @@ function tenLineGrid(): Cell[] {
   return cells;
 }
 
+/** See `windows` in the module doc: 288 crawls. */
+function windowsGrid(): Cell[] {
+  const cells: Cell[] = [];
+  for (const shape of ["fixed-window", "sliding-window", "sliding-counter"] as const) {
+    for (const windowMs of [1000, 2000, 5000, 10000, 30000, 60000]) {
+      for (const perSec of [2, 5, 10, 20]) {
+        const quota = Math.max(3, Math.round((perSec * windowMs) / 1000));
+        const pages = Math.min(1500, Math.max(200, quota * 4));
+        const phases = shape === "sliding-counter" ? [1, 0.25, 0.5, 0.8] : [1];
+        for (const phase of phases) {
+          const limiter = (shape === "sliding-counter"
+            ? { shape, quota, windowMs, phaseMs: phase * windowMs }
+            : { shape, quota, windowMs }) as Limiter;
+          for (const latency of [20, 150]) {
+            cells.push({
+              site: site(limiter, latency, 0.3, 429, undefined),
+              pages,
+              seed: 1,
+              jitterMs: 3,
+            });
+          }
+        }
+      }
+    }
+  }
+  return cells;
+}
+
 const GRIDS: Record<string, () => Cell[]> = {
   caps: capsGrid,
   long: longGrid,
@@ -295,6 +330,7 @@ const GRIDS: Record<string, () => Cell[]> = {
   minute: minuteGrid,
   "slow-api": slowApiGrid,
   "ten-line": tenLineGrid,
+  windows: windowsGrid,
 };
 
 /** The grids run when `--grids` is not given. */
