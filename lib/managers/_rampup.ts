@@ -907,10 +907,7 @@ export class RampupController {
     }
     if (++this.#targetTriggers < this.config.backoffTarget[0]) return undefined;
     if (Number.isNaN(this.#episodeStart)) {
-      this.#episodeStart = sentAt ?? now;
-      this.#episodeAdmits = 0;
-      this.#heldMs = 0;
-      this.#episodeHolds = 0;
+      this.#startEpisode(sentAt ?? now, 0);
     }
     if (sentAt === undefined || f === undefined) return this.#ordinaryStep(now, knobs);
     if (f < this.#minRefusedF) this.#minRefusedF = f;
@@ -1541,15 +1538,22 @@ export class RampupController {
     const reach = Math.min(now + ROUND_RESET_REACH * wait, now + this.limits.maxDelayMs);
     let best = Infinity;
     for (const w of ROUND_WINDOWS_MS) {
-      const first = Number.isNaN(anchor) ? Infinity : anchor + w;
-      const clock = Number.isNaN(from) ? Infinity : Math.floor(from / w) * w + w;
-      for (const r of [first, clock]) {
+      // Counted from the period's first send, or aligned to the clock (a
+      // NaN anchor or block start fails every comparison below).
+      for (const r of [anchor + w, Math.floor(from / w) * w + w]) {
         const at = r + RESET_MARGIN_MS;
-        if (at <= refuted || at < now || at > reach) continue;
-        if (r < best) best = r;
+        if (at > refuted && at >= now && at <= reach && r < best) best = r;
       }
     }
     return best === Infinity ? undefined : best;
+  }
+
+  /** A new episode of pressing on the site's rate, from `at`, with `admits` counted already. */
+  #startEpisode(at: number, admits: number): void {
+    this.#episodeStart = at;
+    this.#episodeAdmits = admits;
+    this.#heldMs = 0;
+    this.#episodeHolds = 0;
   }
 
   /** When the current period (a window's) began: its first send. */
@@ -1953,12 +1957,7 @@ export class RampupController {
       // is read against (a sliding-window counter met half way through its
       // minute, its first boundary read as a window of 30 s: the rate
       // admitted since the first refusal, 26 s of block in it, was 0.26/s).
-      if (round && period >= COUNTER_MIN_WINDOW_MS) {
-        this.#episodeStart = sentAt;
-        this.#episodeAdmits = 1;
-        this.#heldMs = 0;
-        this.#episodeHolds = 0;
-      }
+      if (round && period >= COUNTER_MIN_WINDOW_MS) this.#startEpisode(sentAt, 1);
       const est = ((this.#periodAdmits - 1) * 1000) / period;
       // Room above it for the guess's error.
       this.#hi = est * WINDOW_HEADROOM;
