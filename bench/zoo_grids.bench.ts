@@ -48,6 +48,12 @@
  * `Retry-After`, four windows' worth of pages (200-1,500), seed 1: windows
  * without headers, found only by probing their blocks of refusals.
  *
+ * And `clock-seconds` (thirteenth session): fixed windows of 5, 12, 20 and
+ * 40 per clock second (a counter per epoch second, the limiter sites most
+ * often write themselves) at 10, 60 and 150 ms ± 30%, answering 503 with
+ * `Retry-After: 1` or 429 with the wait in seconds (1 s as well), 20
+ * windows' worth of pages, seeds 1-3: each refusal holds a second.
+ *
  * Per grid and mode: mean efficiency, crawls that miss the issue's targets
  * (efficiency under 0.8, at most 5% refused: the defaults' targets, used for
  * both modes here) and the mean refused share; `--list` prints the misses.
@@ -320,6 +326,27 @@ function windowsGrid(): Cell[] {
   return cells;
 }
 
+/** See `clock-seconds` in the module doc: 72 crawls. */
+function clockSecondsGrid(): Cell[] {
+  const cells: Cell[] = [];
+  for (const quota of [5, 12, 20, 40]) {
+    for (const latency of [10, 60, 150]) {
+      for (const [status, retryAfter] of [[503, 1], [429, "seconds"]] as const) {
+        for (const seed of [1, 2, 3]) {
+          const limiter: Limiter = { shape: "fixed-window", quota, windowMs: 1000 };
+          cells.push({
+            site: site(limiter, latency, 0.3, status, retryAfter),
+            pages: 20 * quota,
+            seed,
+            jitterMs: 3,
+          });
+        }
+      }
+    }
+  }
+  return cells;
+}
+
 const GRIDS: Record<string, () => Cell[]> = {
   caps: capsGrid,
   long: longGrid,
@@ -331,6 +358,7 @@ const GRIDS: Record<string, () => Cell[]> = {
   "slow-api": slowApiGrid,
   "ten-line": tenLineGrid,
   windows: windowsGrid,
+  "clock-seconds": clockSecondsGrid,
 };
 
 /** The grids run when `--grids` is not given. */

@@ -274,3 +274,33 @@ describe("AnnouncedWindow.counterSeen(): a sliding-window counter told apart fro
     expect(a.slidingCounter).toBe(false);
   });
 });
+
+describe("AnnouncedWindow: a quota per clock second (`_rampup.ts` counts it in the clock's seconds)", () => {
+  it("AnnouncedWindow.infer() with clock: quiet windows keep the second and the quota, where a hold's window shortens and grows", () => {
+    const told = {
+      limit: 12,
+      windowMs: 1_000,
+      resetAt: 2_000,
+      lateFrom: Number.NaN,
+      lateUntil: Number.NaN,
+    };
+    const clock = new AnnouncedWindow();
+    clock.infer(1_500, { ...told, clock: true });
+    const held = new AnnouncedWindow();
+    held.infer(1_500, told);
+    // Ten windows' worth of sends, every one admitted (nothing refused).
+    const last = (a: AnnouncedWindow) => sendAll(a, 2_000, 10 * 12).at(-1)!;
+    const clockEnd = last(clock);
+    const heldEnd = last(held);
+    expect({ windowMs: clock.windowMs, limit: clock.limit }).toEqual({
+      windowMs: 1_000,
+      limit: 12,
+    });
+    // Told by a hold's whole seconds, the window is tried shorter each quiet
+    // window, and one more after eight: ten windows go sooner.
+    expect(held.windowMs).toBeLessThan(1_000);
+    expect(held.limit).toBe(13);
+    expect(heldEnd).toBeLessThan(clockEnd);
+    expect(clockEnd).toBeGreaterThanOrEqual(11_000);
+  });
+});

@@ -33,6 +33,11 @@ export interface ToldQuota {
   readonly left?: number;
   /** When the admitted send that ended the block went (a blind quota's window began then). */
   readonly since?: number;
+  /**
+   * Counted in the clock's seconds (`_rampup.ts`, `#clockWindow`): the
+   * window's length is known, not read from a hold's whole seconds.
+   */
+  readonly clock?: boolean;
 }
 
 /**
@@ -136,6 +141,13 @@ export class AnnouncedWindow {
     // probe's half a quota more, half way through a window that began at a
     // guessed reset, went into the site's next window and read as no window).
     this.probe = this.blind ? "done" : "due";
+    if (told.clock === true) {
+      // Counted in the clock's seconds, three alike: the window is no hold's
+      // length to shorten, and its quota was counted whole (one more is
+      // tried as rarely as after the most refused tries).
+      this.tooShortMs = windowMs / (1 + INFERRED_STEP / 3);
+      this.growthWindows = INFERRED_GROWTH_MAX;
+    }
     this.#earlyInRow = 0;
     this.#quotaAdmits = 0;
     this.#quotaFrom = resetAt;

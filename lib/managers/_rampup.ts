@@ -152,6 +152,12 @@ const ROUND_WINDOWS_MS = [1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 18
 );
 /** How far after a round reset its probe goes (the site's clock and the way there). */
 const RESET_MARGIN_MS = 20;
+/** A window per clock second (see `#clockWindow`): its length, ms. */
+const CLOCK_WINDOW_MS = 1_000;
+/** Clock seconds in a row whose first refusal came after as many admits. */
+const CLOCK_ROW = 3;
+/** The fewest admits per second read as such a window. */
+const CLOCK_MIN_ADMITS = 3;
 /** A round reset is waited for when it comes within this many of the probe's own wait. */
 const ROUND_RESET_REACH = 3;
 /**
@@ -881,6 +887,13 @@ export class RampupController {
     const f = sentAt === undefined ? undefined : this.#fOf(sentAt, true) ??
       (sentAt < this.#firstOwnSendAt ? Math.min(activeNow, MAX_F) : undefined);
     if (sentAt !== undefined) this.#discount(sentAt);
+    if (sentAt !== undefined && this.#clockWindow(now, sentAt)) {
+      return this.#report(
+        knobs,
+        `refused after ${this.#clockCount} admitted in ${CLOCK_ROW} clock seconds in a row: ` +
+          `a quota of ${this.#clockCount} per second`,
+      );
+    }
     // Sent before (or at the instant of) the last cut: answered for by it.
     if (sentAt !== undefined && sentAt <= this.#lastCutAt) {
       this.#checkInFlight(sentAt, false);
@@ -1546,6 +1559,91 @@ export class RampupController {
       }
     }
     return best === Infinity ? undefined : best;
+  }
+
+  /** The clock second of the last refused send seen (see `#clockWindow`; NaN: none). */
+  #clockSec = Number.NaN;
+  /** What that second had admitted before the refused send. */
+  #clockCount = Number.NaN;
+  /** Seconds in a row that admitted as many before their first refusal. */
+  #clockRow = 0;
+  /** A window per clock second was read (once per controller). */
+  #clockDone = false;
+
+  /** Admitted sends from `from` to before `to`: answered ones, and those still out. */
+  #admitsIn(from: number, to: number): number {
+    let n = this.#sends.pendingWithin(from - SAME_INSTANT_MS, to - SAME_INSTANT_MS);
+    const count = Math.min(this.#admitCount, RING);
+    for (let k = 1; k <= count; k++) {
+      const t = this.#admitStarts[(this.#admitCount - k) % RING]!;
+      if (t >= from && t < to) n++;
+    }
+    return n;
+  }
+
+  /** The most admitted sends of one clock second, over the admits kept. */
+  #mostPerSecond(): number {
+    const count = Math.min(this.#admitCount, RING);
+    const per = new Map<number, number>();
+    let most = 0;
+    for (let k = 1; k <= count; k++) {
+      const sec = Math.floor(this.#admitStarts[(this.#admitCount - k) % RING]! / CLOCK_WINDOW_MS);
+      const n = (per.get(sec) ?? 0) + 1;
+      per.set(sec, n);
+      if (n > most) most = n;
+    }
+    return most;
+  }
+
+  /**
+   * Whether the refused send at `sentAt` tells a window of so many per
+   * clock second (then set as the told quota): the first refused send of
+   * each of CLOCK_ROW clock seconds in a row, each held by the server and
+   * none a block's probe, came after as many admitted sends of its second,
+   * CLOCK_MIN_ADMITS or more, and no second kept admitted more. The
+   * commonest limiter a site writes itself, a counter per epoch second,
+   * holds a second per refusal (`Retry-After: 1`), which `#heldCycle`
+   * leaves to the pace, as a spacer's or a bucket's one-second hold: a
+   * fixed window of 12 per clock second was paced at 8.9-10/s with a
+   * refusal every two seconds, 0.74-0.82 of its rate; 0.93-0.99 now. (Two
+   * seconds in a row read small buckets, whose refill after a one-second
+   * hold is as regular, as windows below their rate: a bucket of 6/s with a
+   * burst of 2 as 3 per second.) A bucket read so all the same admits the
+   * probe of a told quota, half a quota more half way through its window,
+   * and is handed back (`AnnouncedWindow`).
+   */
+  #clockWindow(now: number, sentAt: number): boolean {
+    if (this.#clockDone) return false;
+    const sec = Math.floor(sentAt / CLOCK_WINDOW_MS);
+    if (sec === this.#clockSec) return false;
+    const from = sec * CLOCK_WINDOW_MS;
+    const n = this.#admitsIn(from, sentAt);
+    const prev = this.#clockCount;
+    this.#clockSec = sec;
+    this.#clockCount = n;
+    // Held by the server: a refusal without a hold is followed by sends
+    // later in its second, and a strict spacer refused at each of the
+    // pace's climbs (rounds of a second, on the clock's seconds at 0) was
+    // refused after as many admits in each (an 8/s spacer after seven).
+    const held = this.#heldUntil > now;
+    this.#clockRow = !held
+      ? 0
+      : n === prev && Number.isNaN(this.#blockStart)
+      ? this.#clockRow + 1
+      : 1;
+    if (!(n >= CLOCK_MIN_ADMITS && this.#clockRow >= CLOCK_ROW)) return false;
+    if (this.#mostPerSecond() > n) return false;
+    this.#clockDone = true;
+    this.quota = {
+      limit: n,
+      windowMs: CLOCK_WINDOW_MS,
+      resetAt: from + CLOCK_WINDOW_MS,
+      lateFrom: Number.NaN,
+      lateUntil: Number.NaN,
+      clock: true,
+    };
+    this.#cut(now, false);
+    return true;
   }
 
   /** A new episode of pressing on the site's rate, from `at`, with `admits` counted already. */
