@@ -143,8 +143,10 @@ export class AnnouncedWindow {
     this.probe = this.blind ? "done" : "due";
     if (told.clock === true) {
       // Counted in the clock's seconds, three alike: the window is no hold's
-      // length to shorten, and its quota was counted whole (one more is
-      // tried as rarely as after the most refused tries).
+      // length to shorten (the shortest a quiet window tries is tooShortMs
+      // times 1 + INFERRED_STEP / 3, see `#roll`: the second itself), and
+      // its quota was counted whole (one more is tried as rarely as after
+      // the most refused tries).
       this.tooShortMs = windowMs / (1 + INFERRED_STEP / 3);
       this.growthWindows = INFERRED_GROWTH_MAX;
     }

@@ -1626,11 +1626,8 @@ export class RampupController {
     // pace's climbs (rounds of a second, on the clock's seconds at 0) was
     // refused after as many admits in each (an 8/s spacer after seven).
     const held = this.#heldUntil > now;
-    this.#clockRow = !held
-      ? 0
-      : n === prev && Number.isNaN(this.#blockStart)
-      ? this.#clockRow + 1
-      : 1;
+    const alike = n === prev && Number.isNaN(this.#blockStart);
+    this.#clockRow = held ? (alike ? this.#clockRow + 1 : 1) : 0;
     if (!(n >= CLOCK_MIN_ADMITS && this.#clockRow >= CLOCK_ROW)) return false;
     if (this.#mostPerSecond() > n) return false;
     this.#clockDone = true;
