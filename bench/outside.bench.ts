@@ -22,6 +22,12 @@
  * `--output`, `--events`) of each crawl are kept in DIR (a temp dir unless
  * given).
  *
+ * `--drawn A-B [--slow] [--only d5-3,...]` (without `--virtual`): instead of the 28
+ * sites, the twelve drawn sites of each seed (`bench/outside/drawn.ts`), over
+ * real loopback, each row beside the same site's virtual crawl (column
+ * `virtual`): the gap between virtual time and a real clock on sites no
+ * tuning saw.
+ *
  * `--virtual [--seeds 1,2,3]`: the same sites crawled by the same pipeline in
  * virtual time (`bench/outside/virtual.ts`), once per seed, in seconds: a
  * table of efficiency / refused share per seed and a summary line per mode.
@@ -69,6 +75,8 @@ interface Result {
   readonly holdS: number;
   /** The machine's 1-minute load average when the crawl ended (2 cores: above 2 is a busy machine). */
   readonly load: number;
+  /** With `--drawn`: the same site and seed crawled in virtual time, for the gap between the two. */
+  readonly virtual?: number;
 }
 
 function crawl(
@@ -190,6 +198,7 @@ async function runSite(spec: SiteSpec, mode: Mode, seed: number, root: string): 
 
 function table(results: readonly Result[], mode: Mode): string {
   const rows = results.filter((r) => r.mode === mode);
+  const withVirtual = rows.some((r) => r.virtual !== undefined);
   const body = rows.map((r) => [
     r.site,
     r.shape,
@@ -202,6 +211,7 @@ function table(results: readonly Result[], mode: Mode): string {
     String(r.maxActive),
     `${r.events.backoff ?? 0}/${r.events.hold ?? 0}/${r.events.rampup ?? 0}`,
     fmtFixed(r.load, 1),
+    ...(withVirtual ? [r.virtual === undefined ? "-" : fmtFixed(r.virtual)] : []),
     r.exit === "0" ? "" : `exit ${r.exit}`,
   ]);
   const eff = rows.map((r) => r.efficiency);
@@ -225,10 +235,15 @@ function table(results: readonly Result[], mode: Mode): string {
         "max in service",
         "backoff/hold/rampup events",
         "load",
+        ...(withVirtual ? ["virtual"] : []),
         "",
       ],
       body,
-      ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "l"],
+      [
+        ...(["l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r"] as const),
+        ...(withVirtual ? (["r"] as const) : []),
+        "l",
+      ],
     ),
     "",
     `Median efficiency ${fmtFixed(median(eff))}, lowest ${
@@ -400,7 +415,7 @@ async function main(argv: readonly string[]): Promise<number> {
   const modes: Mode[] = modeArg === "both" ? ["default", "rampup"] : [modeArg as Mode];
   const only = argValue(argv, "only")?.split(",");
   const sites = only === undefined ? SITES : SITES.filter((s) => only.includes(s.name));
-  if (sites.length === 0) {
+  if (sites.length === 0 && argValue(argv, "drawn") === undefined) {
     console.error(
       `--only matches no site: expected some of ${SITES.map((s) => s.name).join(", ")}`,
     );
@@ -430,18 +445,47 @@ async function main(argv: readonly string[]): Promise<number> {
     console.log(virtualTables(sites, modes, seeds));
     return 0;
   }
+  // Real loopback against drawn sites (`--drawn A-B` without `--virtual`):
+  // sites none of the tuning saw, each beside its own virtual crawl.
+  const drawnReal = argValue(argv, "drawn");
+  let plan: { spec: SiteSpec; seed: number }[] = sites.map((spec) => ({
+    spec,
+    seed: SITES.indexOf(spec) + 1,
+  }));
+  if (drawnReal !== undefined) {
+    const [from, to] = drawnReal.split("-").map(Number);
+    if (!Number.isInteger(from) || !(to === undefined || Number.isInteger(to))) {
+      console.error(`--drawn takes seeds as A-B (or one seed): current value is ${drawnReal}`);
+      return 2;
+    }
+    plan = [];
+    for (let seed = from!; seed <= (to ?? from!); seed++) {
+      for (const spec of drawnSites(seed, argv.includes("--slow"))) {
+        if (only === undefined || only.includes(spec.name)) plan.push({ spec, seed });
+      }
+    }
+    if (plan.length === 0) {
+      console.error(
+        `--only matches no drawn site of seeds ${drawnReal}: expected names like d${from}-0`,
+      );
+      return 2;
+    }
+  }
   const keep = argValue(argv, "keep");
   const root = keep ?? mkdtempSync(join(tmpdir(), "politely-outside-"));
   mkdirSync(root, { recursive: true });
   console.log(
-    `## outside: politely crawl against ${sites.length} loopback sites it was not told about\n\n${machine()}. One site at a time; files in ${root}.\n`,
+    `## outside: politely crawl against ${plan.length} loopback sites it was not told about\n\n${machine()}. One site at a time; files in ${root}.\n`,
   );
   const results: Result[] = [];
   for (const mode of modes) {
-    for (const spec of sites) {
-      const seed = SITES.indexOf(spec) + 1;
+    for (const { spec, seed } of plan) {
       process.stderr.write(`outside ${mode} ${spec.name}... `);
-      const r = await runSite(spec, mode, seed, root);
+      const real = await runSite(spec, mode, seed, root);
+      const r = drawnReal === undefined ? real : {
+        ...real,
+        virtual: crawlVirtual(spec, { seed, rampup: mode === "rampup" }).efficiency,
+      };
       results.push(r);
       process.stderr.write(
         `efficiency ${fmtFixed(r.efficiency)} (ideal ${fmtFixed(r.idealS, 1)} s, wall ${
