@@ -304,3 +304,71 @@ describe("AnnouncedWindow: a quota per clock second (`_rampup.ts` counts it in t
     expect(clockEnd).toBeGreaterThanOrEqual(11_000);
   });
 });
+
+describe("AnnouncedWindow: a quota told by holds whose refusal read as a cap as well (`capUpTo`)", () => {
+  /** 20 per 2000 ms told at 500, its hold ending at 2000. */
+  const told = {
+    limit: 20,
+    windowMs: 2_000,
+    resetAt: 2_000,
+    lateFrom: Number.NaN,
+    lateUntil: Number.NaN,
+  };
+
+  it("AnnouncedWindow.infer() with capUpTo: the probe goes once the first window's quota is spent, cap + 1 extras admitted tell no window at once", () => {
+    const a = new AnnouncedWindow();
+    a.infer(500, { ...told, capUpTo: 3 });
+    const sent = sendAll(a, 2_000, 20);
+    const spent = sent.at(-1)!;
+    // The first extra goes at the quota's pace (0.3 of 2000 / 20 after the
+    // last send); without capUpTo it would wait half the told window (3000).
+    expect(a.waitMs(spent)).toBeCloseTo(30, 9);
+    expect(a.probe).toBe("on");
+    expect(a.probeNeed).toBe(4);
+    let t = spent;
+    for (let i = 0; i < 4; i++) {
+      t += Math.max(0, a.waitMs(t));
+      a.onSent(t);
+      expect(a.probing(t)).toBe(true);
+      t += 10;
+      a.probeAdmitted(t);
+    }
+    expect(a.probe).toBe("done");
+    expect(a.probed && a.probedEarly).toBe(true);
+    // Outgrown at the last extra's answer, not at the window's end (4000).
+    expect(a.outgrownAt).toBe(t);
+    expect(t).toBeLessThan(3_000);
+
+    const plain = new AnnouncedWindow();
+    plain.infer(500, told);
+    const plainSpent = sendAll(plain, 2_000, 20).at(-1)!;
+    expect(plain.waitMs(plainSpent)).toBeCloseTo(3_000 - plainSpent, 9);
+    expect(plain.probe).toBe("armed");
+  });
+
+  it("AnnouncedWindow.refusedWithin(): refused before the quota was spent, the probe goes half way through as for any quota told by holds", () => {
+    const a = new AnnouncedWindow();
+    a.infer(500, { ...told, capUpTo: 3 });
+    sendAll(a, 2_000, 5);
+    expect(a.probe).toBe("armed");
+    a.refusedWithin(2_100, 2_100);
+    expect(a.probeAt).toBe(3_000);
+    expect(a.probedEarly).toBe(false);
+  });
+
+  it("AnnouncedWindow.probeRefused(): the early probe refused (a window), the next window probes half way through", () => {
+    const a = new AnnouncedWindow();
+    a.infer(500, { ...told, capUpTo: 3 });
+    const spent = sendAll(a, 2_000, 20).at(-1)!;
+    const extra = spent + a.waitMs(spent);
+    expect(a.probe).toBe("on");
+    a.onSent(extra);
+    expect(a.probing(extra)).toBe(true);
+    a.probeRefused(4_000);
+    expect(a.probe).toBe("due");
+    // The next window (4000-6000) arms the ordinary probe, at 5000.
+    a.waitMs(4_000);
+    expect(a.probe).toBe("armed");
+    expect(a.probeAt).toBe(5_000);
+  });
+});

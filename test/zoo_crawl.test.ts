@@ -2306,6 +2306,47 @@ describe("a bucket that always says the same Retry-After (virtual time)", () => 
   });
 });
 
+describe("a concurrency cap that answers Retry-After of seconds (virtual time)", () => {
+  // The first refusal, at the first send with one more in flight than ever
+  // admitted, reads as a cap and, its hold a window's (two seconds after
+  // many admits), as a quota told by holds as well. The quota goes first;
+  // its probe of more than the quota goes as soon as the first window's
+  // quota is spent (a cap admits it, a window refuses the first extra), not
+  // half way through the window: the cap is read a window's time sooner.
+  // Before: half way, 4.3-4.5 s after the first refusal, 0.75 (a cap of 2)
+  // and 0.58 (a cap of 4) of the site's rate over 400 pages.
+  for (const [cap, floor] of [[2, 0.8], [4, 0.65]] as const) {
+    for (const seed of [1, 2]) {
+      it(`a cap of ${cap} at 56 ms answering Retry-After: 2, seed ${seed}: the cap read within 3.2 s of the first refusal, efficiency at least ${floor}`, () => {
+        const site = capSite(cap, {
+          latencyMs: 56,
+          latencyJitter: 0.3,
+          status: 503,
+          retryAfter: 2,
+        });
+        const r = runZooCrawl({
+          site,
+          pages: 400,
+          seed,
+          settings: { retry: { times: 10 } },
+          events: true,
+        });
+        const steps = r.events.flatMap((e) =>
+          e.type === "rampup" ? [{ at: e.at, why: e.why }] : []
+        );
+        const found = steps.find((s) => s.why.endsWith(`concurrency cap ${cap}`));
+        expect(found?.why).toMatch(
+          /^more than a quota told by holds was admitted as soon as it was spent/,
+        );
+        expect(found!.at - steps[0]!.at).toBeLessThan(3_200);
+        expect(r.ok).toBe(400);
+        expect(r.efficiency).toBeGreaterThanOrEqual(floor);
+        expect(r.refused).toBeLessThanOrEqual(cap);
+      });
+    }
+  }
+});
+
 describe("announced windows that begin at the client's first request (virtual time)", () => {
   // A window that begins at the first request after the last one ended (a
   // counter with a time-to-live) announced with IETF fields, 10 per second,

@@ -38,6 +38,12 @@ export interface ToldQuota {
    * window's length is known, not read from a hold's whole seconds.
    */
   readonly clock?: boolean;
+  /**
+   * The refusal it came from read as a concurrency cap of at most this many
+   * as well (`_rampup.ts`, `#heldLikeWindow`): the probe goes as soon as the
+   * first window's quota is spent (see `#roll`).
+   */
+  readonly capUpTo?: number;
 }
 
 /**
@@ -116,6 +122,12 @@ export class AnnouncedWindow {
   /** Extra sends admitted so far, and how many tell that the holds told no window. */
   probeAdmits = 0;
   probeNeed = 0;
+  /** See `ToldQuota.capUpTo` (0: none): the probe of the first window goes once its quota is spent. */
+  #capUpTo = 0;
+  /** The armed (or running) probe goes once the quota is spent (see `#capUpTo`). */
+  #earlyProbe = false;
+  /** The probe that said the holds told no window went once the quota was spent. */
+  probedEarly = false;
 
   /**
    * A quota of `limit` per `windowMs` told by the server's holds (not
@@ -141,6 +153,8 @@ export class AnnouncedWindow {
     // probe's half a quota more, half way through a window that began at a
     // guessed reset, went into the site's next window and read as no window).
     this.probe = this.blind ? "done" : "due";
+    this.#capUpTo = this.blind ? 0 : told.capUpTo ?? 0;
+    this.#earlyProbe = false;
     if (told.clock === true) {
       // Counted in the clock's seconds, three alike: the window is no hold's
       // length to shorten (the shortest a quiet window tries is tooShortMs
@@ -356,6 +370,16 @@ export class AnnouncedWindow {
    */
   refusedWithin(now: number, holdEnd: number): void {
     const sent = this.limit - Math.max(0, this.left);
+    if (this.#earlyProbe && this.probe === "armed") {
+      // Refused before its quota was spent: a window (or a counter that
+      // weighs the one before), no cap; the probe goes half way through, as
+      // for any quota told by holds (sent once this quota was spent, its
+      // extras weighed on the counter's next windows: a counter of 100 per
+      // 10 s was refused early three windows in a row and paced at 2/s).
+      this.#earlyProbe = false;
+      this.#capUpTo = 0;
+      this.probeAt += this.toldWindowMs / 2;
+    }
     if (!this.blind && sent > this.limit / 2 && sent < this.limit) {
       // Late in the window but short of its quota, in two windows in a row
       // (the second the next one rolled after the first's refusal): the
@@ -713,8 +737,14 @@ export class AnnouncedWindow {
           // more where the quota was told short); holds that told no window
           // (the same Retry-After whatever the wait) admit half a quota more
           // half way through.
+          // Where the refusal that told the quota read as a cap as well, at
+          // once: a cap admits the extras at once, a window refuses the first
+          // (a cap of 2 at 11 ms answering `Retry-After: 2` was held to 36
+          // per 2.2 s for a window before the probe: 0.30 of its rate over
+          // 300 pages; 0.40 now; a cap of 4 at 56 ms: 0.63 -> 0.72).
           this.probe = "armed";
-          this.probeAt = this.resetAt - w + this.toldWindowMs / 2;
+          this.#earlyProbe = this.#capUpTo > 0;
+          this.probeAt = this.resetAt - w + (this.#earlyProbe ? 0 : this.toldWindowMs / 2);
           this.probeUntil = this.resetAt;
         } else if (
           this.probe === "on" && now >= this.probeUntil &&
@@ -834,7 +864,12 @@ export class AnnouncedWindow {
     this.probe = "on";
     this.probeFrom = now;
     this.probeAdmits = 0;
-    this.probeNeed = Math.ceil(this.limit / 2);
+    // Early, one more than the cap could be: a quota told short misses at
+    // most what was in flight at its refusal.
+    this.probeNeed = this.#earlyProbe
+      ? Math.min(Math.ceil(this.limit / 2), this.#capUpTo + 1)
+      : Math.ceil(this.limit / 2);
+    this.#capUpTo = 0;
     // One at a time: a window refuses the first extra past its quota, and
     // those in flight with it would be refused as well.
     this.left = 1;
@@ -846,14 +881,17 @@ export class AnnouncedWindow {
   }
 
   /** One of the probe's extra sends admitted: enough of them and the holds told no window. */
-  probeAdmitted(): void {
+  probeAdmitted(now: number): void {
     if (++this.probeAdmits < this.probeNeed) {
       if (this.left <= 0) this.left = 1;
       return;
     }
     this.probe = "done";
     // From the end of this window: its extra sends are in the site's count.
-    this.outgrownAt = this.resetAt;
+    // (Sent as soon as the quota was spent, they tell no window at all.)
+    this.outgrownAt = this.#earlyProbe ? now : this.resetAt;
+    this.probedEarly = this.#earlyProbe;
+    this.#earlyProbe = false;
   }
 
   /**
@@ -863,7 +901,10 @@ export class AnnouncedWindow {
    * taken, not at the hold's end).
    */
   probeRefused(holdEnd: number): void {
-    this.probe = "done";
+    // The early probe refused (a window, or a bucket spent): the probe half
+    // way through a window still tells a bucket (see `#roll`).
+    this.probe = this.#earlyProbe ? "due" : "done";
+    this.#earlyProbe = false;
     this.left = 0;
     this.shrunkUntil = holdEnd;
   }

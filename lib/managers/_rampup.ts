@@ -743,7 +743,9 @@ export class RampupController {
    * site frees a slot at a time (a sliding window), and `rate` is what it
    * admitted since the quota's first window. What the scope admitted under
    * the quota was its own pace, not the site's, and starts no episode.
-   * `now`: sends made from then on can refute a cap tried here.
+   * `now`: sends made from then on can refute a cap tried here. `early`:
+   * the probe went as soon as the quota was spent (the refusal that told it
+   * read as a cap as well).
    */
   leaveQuota(
     knobs: RampKnobs,
@@ -751,11 +753,14 @@ export class RampupController {
     climb: boolean,
     reopensNone: boolean,
     now: number,
+    early = false,
   ): void {
     const held = this.#capHeld;
     this.#capHeld = undefined;
     const why = reopensNone
       ? `refused early in ${EARLY_IN_ROW} windows in a row, each begun at a hold's end`
+      : climb && early
+      ? "more than a quota told by holds was admitted as soon as it was spent"
       : climb
       ? "half a quota more half way through a window told by holds was admitted"
       : "a quota told by holds stayed quiet at twice its rate";
@@ -1133,6 +1138,8 @@ export class RampupController {
         resetAt: this.#heldUntil,
         lateFrom: cycle.from,
         lateUntil: sentAt,
+        // Read as a cap as well (`#heldLikeWindow`): probed for it at once.
+        ...(this.#capHeld?.at === now ? { capUpTo: Math.max(1, this.#capHeld.upTo) } : {}),
       };
       this.#cut(now, false);
       return this.#report(

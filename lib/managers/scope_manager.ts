@@ -219,7 +219,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
           const a = x.ann;
           x.ann = undefined;
           const knobs = { delayMs: this.#delayMs, concurrency: this.#concurrency };
-          x.ramp.leaveQuota(knobs, a.leaveRate(), a.probed, a.reopensNoWindow, now);
+          x.ramp.leaveQuota(knobs, a.leaveRate(), a.probed, a.reopensNoWindow, now, a.probedEarly);
           this.#delayMs = knobs.delayMs;
           this.#concurrency = knobs.concurrency;
           return this.canSend(now, amount);
@@ -325,7 +325,7 @@ export class ThrottlingScopeManager implements ThrottlingScopeManagerProtocol {
     }
     const ann = this.#x?.ann;
     if (ok && ann !== undefined && result.sentAt !== undefined) {
-      if (ann.probing(result.sentAt)) ann.probeAdmitted();
+      if (ann.probing(result.sentAt)) ann.probeAdmitted(now);
       if (ann.blind) ann.blindAdmitted(now, result.sentAt);
       ann.admitted(result.sentAt);
     }
