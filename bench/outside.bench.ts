@@ -415,25 +415,31 @@ async function main(argv: readonly string[]): Promise<number> {
   const modes: Mode[] = modeArg === "both" ? ["default", "rampup"] : [modeArg as Mode];
   const only = argValue(argv, "only")?.split(",");
   const sites = only === undefined ? SITES : SITES.filter((s) => only.includes(s.name));
-  if (sites.length === 0 && argValue(argv, "drawn") === undefined) {
+  // `--drawn A-B` (or one seed): the drawn sites of those seeds, in virtual
+  // time with `--virtual`, else over real loopback.
+  const drawnArg = argValue(argv, "drawn");
+  const [from, to] = drawnArg?.split("-").map(Number) ?? [];
+  if (
+    drawnArg !== undefined &&
+    !(Number.isInteger(from) && (to === undefined || Number.isInteger(to)))
+  ) {
+    console.error(`--drawn takes seeds as A-B (or one seed): current value is ${drawnArg}`);
+    return 2;
+  }
+  const drawn = drawnArg === undefined ? undefined : { from: from!, to: to ?? from! };
+  if (sites.length === 0 && drawn === undefined) {
     console.error(
       `--only matches no site: expected some of ${SITES.map((s) => s.name).join(", ")}`,
     );
     return 2;
   }
   if (argv.includes("--virtual")) {
-    const drawn = argValue(argv, "drawn");
     if (drawn !== undefined) {
-      const [from, to] = drawn.split("-").map(Number);
-      if (!Number.isInteger(from) || !(to === undefined || Number.isInteger(to))) {
-        console.error(`--drawn takes seeds as A-B (or one seed): current value is ${drawn}`);
-        return 2;
-      }
       console.log(
         drawnTables(
           modes,
-          from!,
-          to ?? from!,
+          drawn.from,
+          drawn.to,
           argv.includes("--list") || argv.includes("--list-all"),
           argv.includes("--list-all"),
           argv.includes("--round") ? "round" : argv.includes("--slow") ? "slow" : "drawn",
@@ -447,26 +453,20 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   // Real loopback against drawn sites (`--drawn A-B` without `--virtual`):
   // sites none of the tuning saw, each beside its own virtual crawl.
-  const drawnReal = argValue(argv, "drawn");
   let plan: { spec: SiteSpec; seed: number }[] = sites.map((spec) => ({
     spec,
     seed: SITES.indexOf(spec) + 1,
   }));
-  if (drawnReal !== undefined) {
-    const [from, to] = drawnReal.split("-").map(Number);
-    if (!Number.isInteger(from) || !(to === undefined || Number.isInteger(to))) {
-      console.error(`--drawn takes seeds as A-B (or one seed): current value is ${drawnReal}`);
-      return 2;
-    }
+  if (drawn !== undefined) {
     plan = [];
-    for (let seed = from!; seed <= (to ?? from!); seed++) {
+    for (let seed = drawn.from; seed <= drawn.to; seed++) {
       for (const spec of drawnSites(seed, argv.includes("--slow"))) {
         if (only === undefined || only.includes(spec.name)) plan.push({ spec, seed });
       }
     }
     if (plan.length === 0) {
       console.error(
-        `--only matches no drawn site of seeds ${drawnReal}: expected names like d${from}-0`,
+        `--only matches no drawn site of seeds ${drawnArg}: expected names like d${drawn.from}-0`,
       );
       return 2;
     }
@@ -482,7 +482,7 @@ async function main(argv: readonly string[]): Promise<number> {
     for (const { spec, seed } of plan) {
       process.stderr.write(`outside ${mode} ${spec.name}... `);
       const real = await runSite(spec, mode, seed, root);
-      const r = drawnReal === undefined ? real : {
+      const r = drawn === undefined ? real : {
         ...real,
         virtual: crawlVirtual(spec, { seed, rampup: mode === "rampup" }).efficiency,
       };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { AnnouncedWindow } from "../lib/managers/_announced_window.ts";
+import { AnnouncedWindow, type ToldQuota } from "../lib/managers/_announced_window.ts";
 
 /**
  * A quota of 10 per 1000 ms read from a block of refusals (no holds), as
@@ -20,6 +20,11 @@ function blindWindow(limit = 10): AnnouncedWindow {
     since: 900,
   });
   return a;
+}
+
+/** A quota of `limit` per `windowMs` told by holds, the hold ending at `resetAt`. */
+function heldQuota(limit: number, windowMs: number, resetAt: number): ToldQuota {
+  return { limit, windowMs, resetAt, lateFrom: Number.NaN, lateUntil: Number.NaN };
 }
 
 /** Sends `n` requests from `at` on, each as soon as the window lets it; returns their send times. */
@@ -277,13 +282,7 @@ describe("AnnouncedWindow.counterSeen(): a sliding-window counter told apart fro
 
 describe("AnnouncedWindow: a quota per clock second (`_rampup.ts` counts it in the clock's seconds)", () => {
   it("AnnouncedWindow.infer() with clock: quiet windows keep the second and the quota, where a hold's window shortens and grows", () => {
-    const told = {
-      limit: 12,
-      windowMs: 1_000,
-      resetAt: 2_000,
-      lateFrom: Number.NaN,
-      lateUntil: Number.NaN,
-    };
+    const told = heldQuota(12, 1_000, 2_000);
     const clock = new AnnouncedWindow();
     clock.infer(1_500, { ...told, clock: true });
     const held = new AnnouncedWindow();
@@ -307,13 +306,7 @@ describe("AnnouncedWindow: a quota per clock second (`_rampup.ts` counts it in t
 
 describe("AnnouncedWindow: a quota told by holds whose refusal read as a cap as well (`capUpTo`)", () => {
   /** 20 per 2000 ms told at 500, its hold ending at 2000. */
-  const told = {
-    limit: 20,
-    windowMs: 2_000,
-    resetAt: 2_000,
-    lateFrom: Number.NaN,
-    lateUntil: Number.NaN,
-  };
+  const told = heldQuota(20, 2_000, 2_000);
 
   it("AnnouncedWindow.infer() with capUpTo: the probe goes once the first window's quota is spent, cap + 1 extras admitted tell no window at once", () => {
     const a = new AnnouncedWindow();

@@ -1501,6 +1501,11 @@ function rampupWhy(r: ReturnType<typeof runZooCrawl>): string[] {
   return r.events.flatMap((e) => e.type === "rampup" ? [e.why] : []);
 }
 
+/** The rampup steps of a crawl, with their times. */
+function rampupSteps(r: ReturnType<typeof runZooCrawl>): { at: number; why: string }[] {
+  return r.events.flatMap((e) => e.type === "rampup" ? [{ at: e.at, why: e.why }] : []);
+}
+
 /** A fixed window of `quota` per `windowMs` that tells its reset as a whole epoch second (`X-RateLimit-Reset`). */
 function epochWindow(
   quota: number,
@@ -2294,7 +2299,7 @@ describe("a bucket that always says the same Retry-After (virtual time)", () => 
   };
   it("the defaults leave the told quota within one window and climb to just under the site's rate", () => {
     const r = runZooCrawl({ site, pages: 200, settings: { retry: { times: 10 } }, events: true });
-    const steps = r.events.flatMap((e) => e.type === "rampup" ? [{ at: e.at, why: e.why }] : []);
+    const steps = rampupSteps(r);
     const left = steps.find((s) => s.why.includes("the holds tell no window"));
     expect(left?.why).toMatch(/^half a quota more half way through a window/);
     expect(left!.at).toBeLessThan(5_000);
@@ -2331,9 +2336,7 @@ describe("a concurrency cap that answers Retry-After of seconds (virtual time)",
           settings: { retry: { times: 10 } },
           events: true,
         });
-        const steps = r.events.flatMap((e) =>
-          e.type === "rampup" ? [{ at: e.at, why: e.why }] : []
-        );
+        const steps = rampupSteps(r);
         const found = steps.find((s) => s.why.endsWith(`concurrency cap ${cap}`));
         expect(found?.why).toMatch(
           /^more than a quota told by holds was admitted as soon as it was spent/,

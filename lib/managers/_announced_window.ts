@@ -122,10 +122,11 @@ export class AnnouncedWindow {
   /** Extra sends admitted so far, and how many tell that the holds told no window. */
   probeAdmits = 0;
   probeNeed = 0;
-  /** See `ToldQuota.capUpTo` (0: none): the probe of the first window goes once its quota is spent. */
+  /**
+   * See `ToldQuota.capUpTo` (0: none): while above 0, the probe (armed or
+   * running) goes once the first window's quota is spent.
+   */
   #capUpTo = 0;
-  /** The armed (or running) probe goes once the quota is spent (see `#capUpTo`). */
-  #earlyProbe = false;
   /** The probe that said the holds told no window went once the quota was spent. */
   probedEarly = false;
 
@@ -154,7 +155,6 @@ export class AnnouncedWindow {
     // guessed reset, went into the site's next window and read as no window).
     this.probe = this.blind ? "done" : "due";
     this.#capUpTo = this.blind ? 0 : told.capUpTo ?? 0;
-    this.#earlyProbe = false;
     if (told.clock === true) {
       // Counted in the clock's seconds, three alike: the window is no hold's
       // length to shorten (the shortest a quiet window tries is tooShortMs
@@ -370,13 +370,12 @@ export class AnnouncedWindow {
    */
   refusedWithin(now: number, holdEnd: number): void {
     const sent = this.limit - Math.max(0, this.left);
-    if (this.#earlyProbe && this.probe === "armed") {
+    if (this.#capUpTo > 0 && this.probe === "armed") {
       // Refused before its quota was spent: a window (or a counter that
       // weighs the one before), no cap; the probe goes half way through, as
       // for any quota told by holds (sent once this quota was spent, its
       // extras weighed on the counter's next windows: a counter of 100 per
       // 10 s was refused early three windows in a row and paced at 2/s).
-      this.#earlyProbe = false;
       this.#capUpTo = 0;
       this.probeAt += this.toldWindowMs / 2;
     }
@@ -743,8 +742,7 @@ export class AnnouncedWindow {
           // per 2.2 s for a window before the probe: 0.30 of its rate over
           // 300 pages; 0.40 now; a cap of 4 at 56 ms: 0.63 -> 0.72).
           this.probe = "armed";
-          this.#earlyProbe = this.#capUpTo > 0;
-          this.probeAt = this.resetAt - w + (this.#earlyProbe ? 0 : this.toldWindowMs / 2);
+          this.probeAt = this.resetAt - w + (this.#capUpTo > 0 ? 0 : this.toldWindowMs / 2);
           this.probeUntil = this.resetAt;
         } else if (
           this.probe === "on" && now >= this.probeUntil &&
@@ -866,10 +864,9 @@ export class AnnouncedWindow {
     this.probeAdmits = 0;
     // Early, one more than the cap could be: a quota told short misses at
     // most what was in flight at its refusal.
-    this.probeNeed = this.#earlyProbe
+    this.probeNeed = this.#capUpTo > 0
       ? Math.min(Math.ceil(this.limit / 2), this.#capUpTo + 1)
       : Math.ceil(this.limit / 2);
-    this.#capUpTo = 0;
     // One at a time: a window refuses the first extra past its quota, and
     // those in flight with it would be refused as well.
     this.left = 1;
@@ -889,9 +886,9 @@ export class AnnouncedWindow {
     this.probe = "done";
     // From the end of this window: its extra sends are in the site's count.
     // (Sent as soon as the quota was spent, they tell no window at all.)
-    this.outgrownAt = this.#earlyProbe ? now : this.resetAt;
-    this.probedEarly = this.#earlyProbe;
-    this.#earlyProbe = false;
+    this.probedEarly = this.#capUpTo > 0;
+    this.outgrownAt = this.probedEarly ? now : this.resetAt;
+    this.#capUpTo = 0;
   }
 
   /**
@@ -903,8 +900,8 @@ export class AnnouncedWindow {
   probeRefused(holdEnd: number): void {
     // The early probe refused (a window, or a bucket spent): the probe half
     // way through a window still tells a bucket (see `#roll`).
-    this.probe = this.#earlyProbe ? "due" : "done";
-    this.#earlyProbe = false;
+    this.probe = this.#capUpTo > 0 ? "due" : "done";
+    this.#capUpTo = 0;
     this.left = 0;
     this.shrunkUntil = holdEnd;
   }
