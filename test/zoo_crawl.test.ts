@@ -2589,3 +2589,39 @@ describe("a refusal budget for the last steps of a search (virtual time)", () =>
     for (const share of fine) expect(share).toBeLessThanOrEqual(0.04);
   });
 });
+
+describe("a cut back under a pace the site admitted keeps its concurrency (virtual time)", () => {
+  // A strict spacer of 25/s at 120 ms: refused at a pace just above one
+  // that passed a round quiet, the scope goes back under it. Before, the cut
+  // also kept one request in flight until an answer came (two round trips
+  // at a tenth of the pace, for a refusal that was no wall): the defaults
+  // 0.77 and 0.87, rampup 0.80 (±0% and ±30%); now 0.78 and 0.88, rampup
+  // 0.83 and 0.82.
+  for (const rampup of [false, true]) {
+    for (const latencyJitter of [0, 0.3]) {
+      it(`${rampup ? "rampup" : "defaults"}, ±${latencyJitter * 100}%: the near-quiet cut keeps the concurrency the pace needs`, () => {
+        const r = runZooCrawl({
+          site: {
+            name: "spacer 25/s",
+            limiter: { shape: "token-bucket", ratePerSec: 25, burst: 1 },
+            latencyMs: 120,
+            latencyJitter,
+            status: 503,
+          },
+          pages: 200,
+          rampup,
+          settings: { retry: { times: 10 } },
+          events: true,
+        });
+        const near = r.events.flatMap((e) =>
+          e.type === "rampup" && /near the quiet/.test(e.why) ? [e.concurrency] : []
+        );
+        expect(near.length).toBeGreaterThan(0);
+        // 25/s over 120 ms round trips needs 4 in flight.
+        for (const c of near) expect(c).toBeGreaterThanOrEqual(4);
+        expect(r.ok).toBe(200);
+        expect(r.efficiency).toBeGreaterThanOrEqual(0.775);
+      });
+    }
+  }
+});

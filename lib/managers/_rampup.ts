@@ -1201,6 +1201,8 @@ export class RampupController {
     } else if (pace < this.#hi) this.#hi = pace;
     this.#refusedPace = burst ? Infinity : pace;
     let next = burst ? pace : pace * CUT_FACTOR;
+    // Whether the sends keep their concurrency (see the end).
+    let keepInFlight = false;
     if (
       !burst && this.rate === Infinity && this.#firstAdmits > BURST_MIN && this.#firstSpanMs > 0
     ) {
@@ -1324,6 +1326,10 @@ export class RampupController {
       why = `refused at ${fmt(pace)}/s, near the quiet ${fmt(this.#lastQuiet)}/s: rate ${
         fmt(next)
       }/s`;
+      // Back under a pace the site admitted for a round, not at a wall: the
+      // sends keep their pace (one in flight until an answer cost two round
+      // trips a refusal: a 25/s spacer at 120 ms, rampup, 0.77; 0.80 now).
+      keepInFlight = true;
     } else if (
       this.#climb && this.rate !== Infinity && this.#climbedFrom > 0 &&
       pace <= this.#climbedFrom * (this.#fromBelow ? FROM_BELOW_CLIMB : CLIMB) * (1 + CONVERGED)
@@ -1473,7 +1479,9 @@ export class RampupController {
     // One in flight until a send after the cut is answered: at a high pace
     // and a long round trip the new pace would otherwise send a round trip's
     // worth into a wall before its first refusal came back.
-    knobs.concurrency = Math.min(knobs.concurrency, Math.max(1, this.limits.minConcurrency));
+    if (!keepInFlight) {
+      knobs.concurrency = Math.min(knobs.concurrency, Math.max(1, this.limits.minConcurrency));
+    }
     return this.#report(knobs, why);
   }
 
