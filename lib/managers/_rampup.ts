@@ -1328,7 +1328,7 @@ export class RampupController {
       }/s`;
       // Back under a pace the site admitted for a round, not at a wall: the
       // sends keep their pace (one in flight until an answer cost two round
-      // trips a refusal: a 25/s spacer at 120 ms, rampup, 0.77; 0.80 now).
+      // trips a refusal: a 25/s spacer at 120 ms, rampup, 0.80; 0.83 now).
       keepInFlight = true;
     } else if (
       this.#climb && this.rate !== Infinity && this.#climbedFrom > 0 &&
